@@ -1,0 +1,94 @@
+#include "kernels/ref/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "format/gguf/dequant.h"
+
+namespace ork::ref {
+
+void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void dequantize_row(const WeightView& w, int64_t r, float* out) {
+  // Callers validated the type when the model was loaded.
+  (void)dequantize(w.type, w.data + static_cast<uint64_t>(r) * w.row_bytes, out, w.cols);
+}
+
+void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, int64_t row_begin, int64_t row_end,
+            float* row_scratch) {
+  const int64_t cols = w.cols;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const float* row = row_scratch;
+    if (w.type == GgmlType::kF32) {
+      row = reinterpret_cast<const float*>(w.data + static_cast<uint64_t>(r) * w.row_bytes);
+    } else {
+      dequantize_row(w, r, row_scratch);
+    }
+    for (int64_t m = 0; m < n_tokens; ++m) {
+      const float* xm = x + m * cols;
+      double sum = 0.0;
+      for (int64_t k = 0; k < cols; ++k) sum += static_cast<double>(row[k]) * xm[k];
+      y[m * w.rows + r] = static_cast<float>(sum);
+    }
+  }
+}
+
+void rope(float* head, int head_dim, int64_t pos, const RopeParams& p) {
+  const int half = p.n_rot / 2;
+  const double position = static_cast<double>(pos) * p.freq_scale;
+  for (int i = 0; i < half; ++i) {
+    // theta_i = pos * base^(-2i / n_rot), as llama.cpp defines it.
+    double theta = position * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
+    if (p.freq_factors != nullptr) theta /= p.freq_factors[i];
+    const auto c = static_cast<float>(std::cos(theta));
+    const auto s = static_cast<float>(std::sin(theta));
+    const int a = p.type == RopeType::kNorm ? 2 * i : i;
+    const int b = p.type == RopeType::kNorm ? 2 * i + 1 : i + half;
+    const float x0 = head[a];
+    const float x1 = head[b];
+    head[a] = x0 * c - x1 * s;
+    head[b] = x0 * s + x1 * c;
+  }
+  (void)head_dim;
+}
+
+void softmax(float* x, int64_t n) {
+  const float max = *std::max_element(x, x + n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const auto inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void attention_head(const float* q, const float* k, const float* v, int64_t n_kv, int head_dim, int64_t stride,
+                    float scale, float* scores, float* out) {
+  for (int64_t t = 0; t < n_kv; ++t) {
+    double dot = 0.0;
+    const float* kt = k + t * stride;
+    for (int d = 0; d < head_dim; ++d) dot += static_cast<double>(q[d]) * kt[d];
+    scores[t] = static_cast<float>(dot) * scale;
+  }
+  softmax(scores, n_kv);
+  for (int d = 0; d < head_dim; ++d) {
+    double acc = 0.0;
+    for (int64_t t = 0; t < n_kv; ++t) acc += static_cast<double>(scores[t]) * v[t * stride + d];
+    out[d] = static_cast<float>(acc);
+  }
+}
+
+}  // namespace ork::ref

@@ -1,0 +1,7 @@
+// qwen3: Qwen 3 dense. NEOX RoPE, no biases, and an RMSNorm over each head
+// of q and k (weights of head_dim) applied before RoPE.
+#include "model/config.h"
+
+namespace ork {
+extern const ArchSpec kArchQwen3 = {"qwen3", ref::RopeType::kNeox, /*qkv_bias=*/false, /*qk_norm=*/true};
+}

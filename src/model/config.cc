@@ -1,0 +1,97 @@
+#include "model/config.h"
+
+#include <array>
+
+namespace ork {
+
+extern const ArchSpec kArchLlama;
+extern const ArchSpec kArchQwen2;
+extern const ArchSpec kArchQwen3;
+
+namespace {
+const std::array<const ArchSpec*, 3> kArchs = {&kArchLlama, &kArchQwen2, &kArchQwen3};
+}
+
+const ArchSpec* find_arch(const std::string& name) {
+  for (const ArchSpec* a : kArchs) {
+    if (name == a->name) return a;
+  }
+  return nullptr;
+}
+
+std::string supported_arch_names() {
+  std::string out;
+  for (const ArchSpec* a : kArchs) out += (out.empty() ? "" : ", ") + std::string(a->name);
+  return out;
+}
+
+namespace {
+
+Status require_positive(const GgufFile& gguf, const std::string& key, int64_t value, int64_t max) {
+  if (value <= 0 || value > max) {
+    return error(StatusCode::kCorrupt, "{}: metadata '{}' = {} is out of range (1..{})", gguf.path(), key, value, max);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> read_model_config(const GgufFile& gguf) {
+  ORK_ASSIGN_OR_RETURN(const std::string arch_name, gguf.get_string("general.architecture"));
+  ModelConfig c;
+  c.arch = find_arch(arch_name);
+  if (c.arch == nullptr) {
+    return error(StatusCode::kUnsupported, "{}: architecture '{}' is not supported (supported: {})", gguf.path(),
+                 arch_name, supported_arch_names());
+  }
+  const std::string p = arch_name + ".";
+  auto get = [&](const std::string& key, int64_t fallback, int64_t max, int* out) -> Status {
+    int64_t v = fallback;
+    if (gguf.find(p + key) != nullptr || fallback < 0) {
+      auto r = gguf.get_int(p + key);
+      if (!r.is_ok()) return r.status();
+      v = *r;
+    }
+    ORK_RETURN_IF_ERROR(require_positive(gguf, p + key, v, max));
+    *out = static_cast<int>(v);
+    return Status::ok();
+  };
+  ORK_RETURN_IF_ERROR(get("embedding_length", -1, 1 << 20, &c.n_embd));
+  ORK_RETURN_IF_ERROR(get("block_count", -1, 4096, &c.n_layer));
+  ORK_RETURN_IF_ERROR(get("feed_forward_length", -1, 1 << 22, &c.n_ff));
+  ORK_RETURN_IF_ERROR(get("attention.head_count", -1, 1 << 14, &c.n_head));
+  ORK_RETURN_IF_ERROR(get("attention.head_count_kv", c.n_head, 1 << 14, &c.n_head_kv));
+  ORK_RETURN_IF_ERROR(get("context_length", 2048, 1 << 24, &c.n_ctx_train));
+  if (c.n_head % c.n_head_kv != 0) {
+    return error(StatusCode::kCorrupt, "{}: head_count {} is not a multiple of head_count_kv {}", gguf.path(),
+                 c.n_head, c.n_head_kv);
+  }
+  const int default_head_dim = c.n_embd % c.n_head == 0 ? c.n_embd / c.n_head : -1;
+  ORK_RETURN_IF_ERROR(get("attention.key_length", default_head_dim, 1 << 16, &c.head_dim));
+  int value_length = c.head_dim;
+  ORK_RETURN_IF_ERROR(get("attention.value_length", c.head_dim, 1 << 16, &value_length));
+  if (value_length != c.head_dim) {
+    return error(StatusCode::kUnsupported, "{}: value_length {} differs from key_length {}", gguf.path(),
+                 value_length, c.head_dim);
+  }
+  ORK_RETURN_IF_ERROR(get("rope.dimension_count", c.head_dim, c.head_dim, &c.n_rot));
+  if (c.n_rot % 2 != 0) return error(StatusCode::kCorrupt, "{}: rope.dimension_count {} is odd", gguf.path(), c.n_rot);
+
+  c.rope_freq_base = static_cast<float>(gguf.find_float(p + "rope.freq_base").value_or(10000.0));
+  c.rms_eps = static_cast<float>(gguf.find_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  if (!(c.rope_freq_base > 0) || !(c.rms_eps > 0)) {
+    return error(StatusCode::kCorrupt, "{}: rope.freq_base and layer_norm_rms_epsilon must be positive", gguf.path());
+  }
+  const std::string scaling = gguf.find_string(p + "rope.scaling.type").value_or("none");
+  if (scaling == "linear") {
+    const double factor = gguf.find_float(p + "rope.scaling.factor").value_or(1.0);
+    if (!(factor > 0)) return error(StatusCode::kCorrupt, "{}: rope.scaling.factor must be positive", gguf.path());
+    c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (scaling != "none" && scaling != "") {
+    return error(StatusCode::kUnsupported, "{}: rope.scaling.type '{}' is not supported (none, linear)", gguf.path(),
+                 scaling);
+  }
+  return c;
+}
+
+}  // namespace ork

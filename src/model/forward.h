@@ -1,0 +1,48 @@
+// The reference forward pass of the llama family, readable top to bottom,
+// on the scalar kernels in src/kernels/ref. A Context owns the KV cache
+// (f32) and scratch buffers, sized once; evaluation does not allocate
+// beyond the first call with a given batch size.
+//
+// Not thread-safe: one Context per concurrent sequence. The Model must
+// outlive its Contexts.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/model.h"
+
+namespace ork {
+
+class Context {
+ public:
+  // n_ctx: positions the KV cache holds (0 = the model's trained context).
+  Context(const Model& model, int n_ctx = 0);
+
+  // Evaluates `tokens` at positions n_past()..n_past()+n-1 as one batch and
+  // appends them to the cache. Returns the logits of the last token (n_vocab
+  // floats), or of every token when `all_logits` is set (n x n_vocab).
+  Result<std::vector<float>> eval(std::span<const int32_t> tokens, bool all_logits = false);
+
+  int n_past() const { return n_past_; }
+  int n_ctx() const { return n_ctx_; }
+  // Forgets the cache from position `pos` on (0 = everything).
+  void truncate(int pos) { n_past_ = pos < n_past_ ? pos : n_past_; }
+
+ private:
+  void attention(int layer, int n_tokens);
+  void resize_scratch(int n_tokens);
+
+  const Model& model_;
+  const ModelConfig& c_;
+  int n_ctx_;
+  int n_past_ = 0;
+  std::vector<float> k_cache_;  // [layer][pos][kv_dim]
+  std::vector<float> v_cache_;
+
+  // Scratch, [n_tokens][width].
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, scores_, row_;
+};
+
+}  // namespace ork

@@ -1,0 +1,56 @@
+// A loaded llama-family model: its configuration and views of its weights
+// inside the mapped GGUF file (never copied, except small 1-D tensors such
+// as norms and biases, which are widened to f32 once at load).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/gguf/gguf.h"
+#include "kernels/ref/ops.h"
+#include "model/config.h"
+
+namespace ork {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;
+  ref::WeightView wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;          // qwen2 only
+  std::vector<float> q_norm, k_norm;      // qwen3 only
+  std::vector<float> ffn_norm;
+  ref::WeightView w_gate, w_up, w_down;
+};
+
+class Model {
+ public:
+  // Validates every tensor the architecture needs (name, shape, type) and
+  // takes ownership of the file. Errors name the file and the tensor.
+  static Result<std::unique_ptr<Model>> load(GgufFile gguf);
+  static Result<std::unique_ptr<Model>> load(const std::string& path);
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& gguf() const { return gguf_; }
+  const ref::WeightView& token_embd() const { return token_embd_; }
+  const ref::WeightView& output() const { return output_; }
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const std::vector<float>& rope_freqs() const { return rope_freqs_; }
+  const LayerWeights& layer(int i) const { return layers_[static_cast<size_t>(i)]; }
+  bool tied_embeddings() const { return tied_; }
+  uint64_t weight_bytes() const;
+
+ private:
+  Model() = default;
+  Status bind();
+
+  GgufFile gguf_;
+  ModelConfig config_;
+  ref::WeightView token_embd_;
+  ref::WeightView output_;
+  bool tied_ = false;
+  std::vector<float> output_norm_;
+  std::vector<float> rope_freqs_;
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace ork
