@@ -1,0 +1,253 @@
+#include "model/synth.h"
+
+#include <cmath>
+#include <memory>
+#include <set>
+
+#include "format/gguf/dequant.h"
+#include "model/config.h"
+
+namespace ork {
+
+bool synth_preset(const std::string& name, SynthOptions* o) {
+  SynthOptions s;
+  if (name == "tiny") {
+    s.n_embd = 128, s.n_layer = 4, s.n_head = 4, s.n_head_kv = 2, s.n_ff = 384, s.n_vocab = 512, s.n_ctx = 1024;
+  } else if (name == "stories") {
+    s.n_embd = 288, s.n_layer = 6, s.n_head = 6, s.n_head_kv = 6, s.n_ff = 768, s.n_vocab = 32000, s.n_ctx = 256;
+  } else if (name == "llama-1b") {
+    s.n_embd = 2048, s.n_layer = 16, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 8192, s.n_vocab = 32000;
+    s.n_ctx = 4096, s.tied = false;
+  } else {
+    return false;
+  }
+  s.arch = o->arch;
+  s.type = o->type;
+  s.seed = o->seed;
+  *o = s;
+  return true;
+}
+
+std::string synth_preset_names() { return "tiny, stories, llama-1b"; }
+
+namespace {
+
+// splitmix64: a small, fast, well-mixed generator; one stream per tensor
+// so data can be generated in any order and still be deterministic.
+struct Rng {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+  // Box-Muller; one value per call keeps it simple.
+  float normal() {
+    const double u1 = uniform(), u2 = uniform();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  }
+};
+
+// A vocabulary of: <unk> <s> </s>, the 256 byte tokens, then "▁" and
+// letter strings with and without the "▁" word prefix, shortest first, so
+// that every multi-letter token can be reached by pairwise merges.
+void synth_vocab(int n_vocab, std::vector<std::string>* tokens, std::vector<double>* scores,
+                 std::vector<int64_t>* types) {
+  tokens->clear();
+  *tokens = {"<unk>", "<s>", "</s>"};
+  *types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    tokens->push_back(fmt::format("<0x{:02X}>", b));
+    types->push_back(6);
+  }
+  const std::string space = "\xE2\x96\x81";
+  std::vector<std::string> pieces = {space};
+  const std::string letters = "etaoinshrdlcumwfgypbvkjxqz";
+  std::vector<std::string> level = {""};
+  while (static_cast<int>(tokens->size() + pieces.size()) < n_vocab * 2 && level.front().size() < 4) {
+    std::vector<std::string> next;
+    for (const auto& prefix : level) {
+      for (char c : letters) next.push_back(prefix + c);
+    }
+    for (const auto& s : next) {
+      pieces.push_back(s);
+      pieces.push_back(space + s);
+    }
+    level = std::move(next);
+  }
+  for (size_t i = 0; static_cast<int>(tokens->size()) < n_vocab; ++i) {
+    if (i < pieces.size()) {
+      tokens->push_back(pieces[i]);
+    } else {
+      tokens->push_back(fmt::format("[PAD{}]", tokens->size()));  // vocabularies larger than the pieces
+    }
+    types->push_back(i < pieces.size() ? 1 : 5);
+  }
+  scores->assign(tokens->size(), 0.0);
+  // Later (longer) pieces score lower, so merges prefer common short pieces.
+  for (size_t i = 259; i < tokens->size(); ++i) (*scores)[i] = -static_cast<double>(i - 259);
+}
+
+struct TensorPlan {
+  std::string name;
+  std::vector<uint64_t> dims;
+  GgmlType type;
+  enum Kind { kMatrix, kNorm, kBias } kind;
+};
+
+}  // namespace
+
+uint64_t synth_param_count(const SynthOptions& o) {
+  const uint64_t hd = static_cast<uint64_t>(o.head_dim > 0 ? o.head_dim : o.n_embd / std::max(1, o.n_head));
+  const uint64_t E = static_cast<uint64_t>(o.n_embd);
+  const uint64_t q = hd * static_cast<uint64_t>(o.n_head), kv = hd * static_cast<uint64_t>(o.n_head_kv);
+  const uint64_t per_layer = E * q * 2 + E * kv * 2 + 3 * E * static_cast<uint64_t>(o.n_ff) + 2 * E;
+  return per_layer * static_cast<uint64_t>(o.n_layer) + E * static_cast<uint64_t>(o.n_vocab) * (o.tied ? 1 : 2) + E;
+}
+
+Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* data_fn) {
+  const ArchSpec* arch = find_arch(o.arch);
+  if (arch == nullptr) {
+    return error(StatusCode::kInvalidArgument, "synth: architecture '{}' is not supported ({})", o.arch,
+                 supported_arch_names());
+  }
+  const auto info = ggml_type_info(static_cast<uint32_t>(o.type));
+  if (!info || !can_quantize(o.type)) {
+    return error(StatusCode::kInvalidArgument, "synth: weight type {} is not supported (F32, F16, BF16, Q8_0, Q4_0)",
+                 ggml_type_name(o.type));
+  }
+  auto positive = [](int v, const char* what) {
+    return v > 0 ? Status::ok() : error(StatusCode::kInvalidArgument, "synth: {} must be positive (got {})", what, v);
+  };
+  ORK_RETURN_IF_ERROR(positive(o.n_embd, "n_embd"));
+  ORK_RETURN_IF_ERROR(positive(o.n_layer, "n_layer"));
+  ORK_RETURN_IF_ERROR(positive(o.n_head, "n_head"));
+  ORK_RETURN_IF_ERROR(positive(o.n_head_kv, "n_head_kv"));
+  ORK_RETURN_IF_ERROR(positive(o.n_ff, "n_ff"));
+  ORK_RETURN_IF_ERROR(positive(o.n_ctx, "n_ctx"));
+  if (o.n_vocab < 260) return error(StatusCode::kInvalidArgument, "synth: n_vocab must be at least 260 (got {})", o.n_vocab);
+  if (o.n_head % o.n_head_kv != 0) {
+    return error(StatusCode::kInvalidArgument, "synth: n_head {} is not a multiple of n_head_kv {}", o.n_head,
+                 o.n_head_kv);
+  }
+  const int hd = o.head_dim > 0 ? o.head_dim : o.n_embd / o.n_head;
+  if (o.head_dim <= 0 && o.n_embd % o.n_head != 0) {
+    return error(StatusCode::kInvalidArgument, "synth: n_embd {} is not a multiple of n_head {}; give --head-dim",
+                 o.n_embd, o.n_head);
+  }
+  if (hd % 2 != 0) return error(StatusCode::kInvalidArgument, "synth: head_dim {} must be even", hd);
+  const uint32_t block = info->block_elems;
+  for (int k : {o.n_embd, o.n_ff, o.n_head * hd}) {
+    if (k % static_cast<int>(block) != 0) {
+      return error(StatusCode::kInvalidArgument, "synth: input width {} is not a multiple of {}'s block size {}", k,
+                   info->name, block);
+    }
+  }
+
+  const std::string a = o.arch + ".";
+  w->set("general.architecture", GgufValue::make_string(o.arch));
+  w->set("general.name", GgufValue::make_string("ork synthetic " + o.arch + " (random weights)"));
+  w->set("general.file_type", GgufValue::make_uint32(o.type == GgmlType::kF32 ? 0 : o.type == GgmlType::kF16 ? 1 : 7));
+  w->set(a + "context_length", GgufValue::make_uint32(static_cast<uint32_t>(o.n_ctx)));
+  w->set(a + "embedding_length", GgufValue::make_uint32(static_cast<uint32_t>(o.n_embd)));
+  w->set(a + "block_count", GgufValue::make_uint32(static_cast<uint32_t>(o.n_layer)));
+  w->set(a + "feed_forward_length", GgufValue::make_uint32(static_cast<uint32_t>(o.n_ff)));
+  w->set(a + "attention.head_count", GgufValue::make_uint32(static_cast<uint32_t>(o.n_head)));
+  w->set(a + "attention.head_count_kv", GgufValue::make_uint32(static_cast<uint32_t>(o.n_head_kv)));
+  if (o.head_dim > 0) {
+    w->set(a + "attention.key_length", GgufValue::make_uint32(static_cast<uint32_t>(hd)));
+    w->set(a + "attention.value_length", GgufValue::make_uint32(static_cast<uint32_t>(hd)));
+  }
+  w->set(a + "rope.dimension_count", GgufValue::make_uint32(static_cast<uint32_t>(hd)));
+  w->set(a + "rope.freq_base", GgufValue::make_float32(o.arch == "llama" ? 10000.0f : 1000000.0f));
+  w->set(a + "attention.layer_norm_rms_epsilon", GgufValue::make_float32(o.arch == "llama" ? 1e-5f : 1e-6f));
+  w->set(a + "vocab_size", GgufValue::make_uint32(static_cast<uint32_t>(o.n_vocab)));
+
+  std::vector<std::string> tokens;
+  std::vector<double> scores;
+  std::vector<int64_t> types;
+  synth_vocab(o.n_vocab, &tokens, &scores, &types);
+  w->set("tokenizer.ggml.model", GgufValue::make_string("llama"));
+  w->set("tokenizer.ggml.pre", GgufValue::make_string("default"));
+  w->set("tokenizer.ggml.tokens", GgufValue::make_string_array(std::move(tokens)));
+  w->set("tokenizer.ggml.scores", GgufValue::make_float32_array(std::move(scores)));
+  w->set("tokenizer.ggml.token_type", GgufValue::make_int32_array(std::move(types)));
+  w->set("tokenizer.ggml.bos_token_id", GgufValue::make_uint32(1));
+  w->set("tokenizer.ggml.eos_token_id", GgufValue::make_uint32(2));
+  w->set("tokenizer.ggml.unknown_token_id", GgufValue::make_uint32(0));
+  w->set("tokenizer.ggml.add_bos_token", GgufValue::make_bool(true));
+  w->set("tokenizer.ggml.add_eos_token", GgufValue::make_bool(false));
+
+  auto plans = std::make_shared<std::vector<TensorPlan>>();
+  const auto E = static_cast<uint64_t>(o.n_embd), F = static_cast<uint64_t>(o.n_ff), V = static_cast<uint64_t>(o.n_vocab);
+  const auto Q = static_cast<uint64_t>(o.n_head * hd), KV = static_cast<uint64_t>(o.n_head_kv * hd);
+  auto matrix = [&](const std::string& n, uint64_t cols, uint64_t rows) {
+    plans->push_back({n, {cols, rows}, o.type, TensorPlan::kMatrix});
+  };
+  auto vec = [&](const std::string& n, uint64_t len, TensorPlan::Kind kind) {
+    plans->push_back({n, {len}, GgmlType::kF32, kind});
+  };
+  matrix("token_embd.weight", E, V);
+  for (int l = 0; l < o.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    vec(p + "attn_norm.weight", E, TensorPlan::kNorm);
+    matrix(p + "attn_q.weight", E, Q);
+    matrix(p + "attn_k.weight", E, KV);
+    matrix(p + "attn_v.weight", E, KV);
+    if (arch->qkv_bias) {
+      vec(p + "attn_q.bias", Q, TensorPlan::kBias);
+      vec(p + "attn_k.bias", KV, TensorPlan::kBias);
+      vec(p + "attn_v.bias", KV, TensorPlan::kBias);
+    }
+    if (arch->qk_norm) {
+      vec(p + "attn_q_norm.weight", static_cast<uint64_t>(hd), TensorPlan::kNorm);
+      vec(p + "attn_k_norm.weight", static_cast<uint64_t>(hd), TensorPlan::kNorm);
+    }
+    matrix(p + "attn_output.weight", Q, E);
+    vec(p + "ffn_norm.weight", E, TensorPlan::kNorm);
+    matrix(p + "ffn_gate.weight", E, F);
+    matrix(p + "ffn_up.weight", E, F);
+    matrix(p + "ffn_down.weight", F, E);
+  }
+  vec("output_norm.weight", E, TensorPlan::kNorm);
+  if (!o.tied) matrix("output.weight", E, V);
+  for (const TensorPlan& t : *plans) ORK_RETURN_IF_ERROR(w->add_tensor(t.name, t.type, t.dims));
+
+  // Matrices and biases ~ N(0, 0.02^2); norm weights 1 + N(0, 0.1^2), not
+  // all ones, so a missing norm multiply shows in tests.
+  const uint64_t seed = o.seed;
+  *data_fn = [plans, seed](size_t index, std::vector<uint8_t>& out) {
+    const TensorPlan& t = (*plans)[index];
+    Rng rng{seed * 0x100000001B3ull + index * 0x9E3779B97F4A7C15ull + 1};
+    const uint64_t cols = t.dims[0];
+    const uint64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
+    const uint64_t row_bytes = ggml_row_bytes(*ggml_type_info(static_cast<uint32_t>(t.type)), cols);
+    std::vector<float> row(cols);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (auto& v : row) {
+        const float z = rng.normal();
+        v = t.kind == TensorPlan::kNorm ? 1.0f + 0.1f * z : 0.02f * z;
+      }
+      (void)quantize(t.type, row.data(), out.data() + r * row_bytes, static_cast<int64_t>(cols));
+    }
+  };
+  return Status::ok();
+}
+
+Status synth_write_file(const SynthOptions& options, const std::string& path) {
+  GgufWriter writer;
+  GgufWriter::DataFn data_fn;
+  ORK_RETURN_IF_ERROR(synth_model(options, &writer, &data_fn));
+  return writer.write_file(path, data_fn);
+}
+
+Result<std::vector<uint8_t>> synth_write_memory(const SynthOptions& options) {
+  GgufWriter writer;
+  GgufWriter::DataFn data_fn;
+  ORK_RETURN_IF_ERROR(synth_model(options, &writer, &data_fn));
+  return writer.write_memory(data_fn);
+}
+
+}  // namespace ork

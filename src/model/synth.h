@@ -1,0 +1,47 @@
+// Synthetic models: valid GGUF files of any supported architecture and
+// shape, with deterministic random weights and a working SentencePiece-style
+// vocabulary (byte fallback, so any text tokenizes). For tests, benchmarks,
+// and `ork run` with no model. Their output is noise by construction.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "format/gguf/ggml_type.h"
+#include "format/gguf/gguf_writer.h"
+
+namespace ork {
+
+struct SynthOptions {
+  std::string arch = "llama";  // llama, qwen2, qwen3
+  int n_embd = 256;
+  int n_layer = 2;
+  int n_head = 4;
+  int n_head_kv = 2;
+  int head_dim = 0;  // 0: n_embd / n_head
+  int n_ff = 768;
+  int n_vocab = 512;
+  int n_ctx = 2048;
+  bool tied = true;
+  GgmlType type = GgmlType::kF32;  // of the matrices; norms stay F32
+  uint64_t seed = 42;
+};
+
+// Named shapes: "tiny" (the built-in default), "stories" and "llama-1b"
+// (the transformer of Llama-3.2-1B: n_embd 2048, 16 layers, 32 heads, 8 KV
+// heads, n_ff 8192; vocab 32000, untied output, as in our llama.cpp
+// comparisons). Returns false for an unknown name.
+bool synth_preset(const std::string& name, SynthOptions* out);
+std::string synth_preset_names();
+
+// Validates the options (clear messages), then prepares a writer whose
+// tensor data is generated on the fly by `data_fn` as it is written.
+Status synth_model(const SynthOptions& options, GgufWriter* writer, GgufWriter::DataFn* data_fn);
+Status synth_write_file(const SynthOptions& options, const std::string& path);
+Result<std::vector<uint8_t>> synth_write_memory(const SynthOptions& options);
+
+// Parameter count of the model these options describe.
+uint64_t synth_param_count(const SynthOptions& options);
+
+}  // namespace ork

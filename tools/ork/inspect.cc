@@ -1,0 +1,87 @@
+// ork inspect: a GGUF file's header, metadata and tensor table.
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "format/gguf/gguf.h"
+#include "model/config.h"
+
+namespace ork::cli {
+namespace {
+
+struct InspectOptions {
+  std::string path;
+  int max_array = 8;
+  bool no_tensors = false;
+};
+
+std::string shape(const GgufTensorInfo& t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? ", " : "") + std::to_string(t.dims[i]);
+  return s + "]";
+}
+
+std::string human_bytes(uint64_t b) {
+  if (b >= (1ull << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1ull << 30));
+  if (b >= (1ull << 20)) return fmt::format("{:.2f} MiB", static_cast<double>(b) / (1ull << 20));
+  if (b >= (1ull << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / (1ull << 10));
+  return fmt::format("{} B", b);
+}
+
+int inspect(const InspectOptions& opt) {
+  auto gguf = GgufFile::open(opt.path);
+  if (!gguf.is_ok()) return fail(gguf.status().to_string());
+  const GgufFile& g = *gguf;
+  fmt::print("{}: GGUF v{}, {} bytes, alignment {}, data at {}\n", g.path(), g.version(), g.file_size(), g.alignment(),
+             g.data_offset());
+  fmt::print("\nmetadata ({} keys):\n", g.metadata().size());
+  for (const auto& [key, value] : g.metadata()) {
+    fmt::print("  {:<44} {:<8} {}\n", key, gguf_value_type_name(value.type), value.to_string(static_cast<size_t>(opt.max_array)));
+  }
+
+  uint64_t total_bytes = 0, total_elems = 0;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_type;  // bytes, elems
+  for (const GgufTensorInfo& t : g.tensors()) {
+    total_bytes += t.bytes;
+    total_elems += t.elems;
+    auto& acc = by_type[std::string(ggml_type_name(t.type))];
+    acc.first += t.bytes;
+    acc.second += t.elems;
+  }
+  if (!opt.no_tensors) {
+    fmt::print("\ntensors ({}):\n  {:<36} {:<8} {:<24} {:>12}\n", g.tensors().size(), "name", "type", "shape (ne)", "bytes");
+    for (const GgufTensorInfo& t : g.tensors()) {
+      fmt::print("  {:<36} {:<8} {:<24} {:>12}\n", t.name, ggml_type_name(t.type), shape(t), t.bytes);
+    }
+  }
+  fmt::print("\ntotal: {} tensors, {} parameters, {} ({:.3f} bits per weight)\n", g.tensors().size(), total_elems,
+             human_bytes(total_bytes), total_elems ? 8.0 * static_cast<double>(total_bytes) / static_cast<double>(total_elems) : 0.0);
+  for (const auto& [type, acc] : by_type) {
+    fmt::print("  {:<8} {:>14} params {:>12}\n", type, acc.second, human_bytes(acc.first));
+  }
+
+  if (g.find("general.architecture") != nullptr) {
+    auto config = read_model_config(g);
+    if (config.is_ok()) {
+      const ModelConfig& c = *config;
+      fmt::print("\nmodel: {}: n_embd {}, {} layers, {} heads ({} KV, head_dim {}), n_ff {}, context {}, rope base {}\n",
+                 c.arch->name, c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_ctx_train,
+                 c.rope_freq_base);
+    } else {
+      fmt::print("\nmodel: not runnable by ork: {}\n", config.status().message());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_inspect(CLI::App& app) {
+  auto opt = std::make_shared<InspectOptions>();
+  app.add_option("model", opt->path, "GGUF file")->required();
+  app.add_option("--max-array", opt->max_array, "Array elements shown per metadata value")->capture_default_str();
+  app.add_flag("--no-tensors", opt->no_tensors, "Omit the tensor table");
+  return [opt] { return inspect(*opt); };
+}
+
+}  // namespace ork::cli

@@ -1,0 +1,174 @@
+// ork run: tokenize a prompt, prefill it in one batch, then sample and
+// stream tokens until -n, end of generation or a full context.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "commands.h"
+#include "model/forward.h"
+#include "model/sampler.h"
+#include "model/synth.h"
+#include "model/tokenizer/tokenizer.h"
+#include "model/tokenizer/unicode.h"
+
+namespace ork::cli {
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::string prompt;
+  std::string prompt_file;
+  int n_predict = 128;
+  int n_ctx = 0;
+  bool ignore_eos = false;
+  int64_t seed = -1;
+  SamplerParams sampling;
+};
+
+// Writes text as it arrives, holding back an incomplete UTF-8 sequence so
+// a character split across byte tokens is never printed half.
+class Streamer {
+ public:
+  void write(const std::string& piece) {
+    pending_ += piece;
+    size_t complete = 0;
+    while (complete < pending_.size()) {
+      const size_t n = unicode::utf8_len(static_cast<uint8_t>(pending_[complete]));
+      if (complete + n > pending_.size()) break;
+      complete += n;
+    }
+    std::fwrite(pending_.data(), 1, complete, stdout);
+    std::fflush(stdout);
+    pending_.erase(0, complete);
+  }
+  void finish() {
+    std::fwrite(pending_.data(), 1, pending_.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+
+ private:
+  std::string pending_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Result<std::unique_ptr<Model>> load_or_synthesize(const std::string& path) {
+  if (!path.empty()) return Model::load(path);
+  SynthOptions options;
+  synth_preset("tiny", &options);
+  std::fprintf(stderr,
+               "ork: no model given (-m); using the built-in synthetic llama model: %llu parameters of RANDOM\n"
+               "     weights (seed %llu), so the text below is noise. Pass -m model.gguf for a real model.\n",
+               static_cast<unsigned long long>(synth_param_count(options)),
+               static_cast<unsigned long long>(options.seed));
+  ORK_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, synth_write_memory(options));
+  ORK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::parse(MappedFile::from_bytes(std::move(bytes), "<built-in synthetic>")));
+  return Model::load(std::move(gguf));
+}
+
+int run(const RunOptions& opt) {
+  std::string prompt = opt.prompt;
+  if (!opt.prompt_file.empty()) {
+    std::ifstream in(opt.prompt_file, std::ios::binary);
+    if (!in) return fail(opt.prompt_file + ": cannot read the prompt file");
+    prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (opt.model.empty() && prompt.empty()) prompt = "Once upon a time";
+
+  const auto t_load = std::chrono::steady_clock::now();
+  auto model = load_or_synthesize(opt.model);
+  if (!model.is_ok()) return fail(model.status().to_string());
+  auto tokenizer = Tokenizer::from_gguf((*model)->gguf());
+  if (!tokenizer.is_ok()) return fail(tokenizer.status().to_string());
+  const ModelConfig& c = (*model)->config();
+  const Tokenizer& tok = **tokenizer;
+  if (tok.n_vocab() != c.n_vocab) {
+    return fail(fmt::format("{}: the vocabulary has {} tokens but token_embd has {} rows", (*model)->gguf().path(),
+                            tok.n_vocab(), c.n_vocab));
+  }
+  std::fprintf(stderr, "ork: %s: %s, %d layers, n_embd %d, %d heads (%d KV), vocab %d, %.1f MiB of weights (%.2fs)\n",
+               (*model)->gguf().path().c_str(), c.arch->name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab,
+               static_cast<double>((*model)->weight_bytes()) / (1 << 20), seconds_since(t_load));
+
+  std::vector<int32_t> prompt_ids = tok.encode(prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (prompt_ids.empty()) prompt_ids.push_back(tok.bos() >= 0 ? tok.bos() : 0);
+  const int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(c.n_ctx_train, 4096);
+  if (static_cast<int>(prompt_ids.size()) >= n_ctx) {
+    return fail(fmt::format("the prompt is {} tokens; the context (-c) holds {}", prompt_ids.size(), n_ctx));
+  }
+
+  SamplerParams sp = opt.sampling;
+  sp.seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed) : std::random_device{}();
+  std::fprintf(stderr, "ork: sampling: temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat-penalty %.2f, seed %llu\n",
+               sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty,
+               static_cast<unsigned long long>(sp.seed));
+  Sampler sampler(sp);
+  for (int32_t id : prompt_ids) sampler.accept(id);
+
+  Context ctx(**model, n_ctx);
+  Streamer out;
+  out.write(prompt);
+
+  const auto t_prompt = std::chrono::steady_clock::now();
+  auto logits = ctx.eval(prompt_ids);
+  if (!logits.is_ok()) return fail(logits.status().to_string());
+  const double prompt_s = seconds_since(t_prompt);
+
+  const auto t_gen = std::chrono::steady_clock::now();
+  int generated = 0;
+  const char* stop = "reached -n";
+  while (generated < opt.n_predict) {
+    const int32_t id = sampler.sample(*logits);
+    ++generated;
+    if (!opt.ignore_eos && tok.is_end_of_generation(id)) {
+      stop = "end of text";
+      break;
+    }
+    out.write(tok.piece(id));
+    if (ctx.n_past() >= n_ctx) {
+      stop = "context full";
+      break;
+    }
+    if (generated == opt.n_predict) break;
+    logits = ctx.eval(std::span<const int32_t>(&id, 1));
+    if (!logits.is_ok()) return fail(logits.status().to_string());
+  }
+  out.finish();
+  const double gen_s = seconds_since(t_gen);
+  std::fprintf(stderr, "\nork: stopped: %s\n", stop);
+  std::fprintf(stderr, "ork: prompt:     %5zu tokens in %8.2f ms (%8.2f tok/s)\n", prompt_ids.size(), prompt_s * 1e3,
+               static_cast<double>(prompt_ids.size()) / prompt_s);
+  std::fprintf(stderr, "ork: generation: %5d tokens in %8.2f ms (%8.2f tok/s)\n", generated, gen_s * 1e3,
+               generated / gen_s);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_run(CLI::App& app) {
+  auto opt = std::make_shared<RunOptions>();
+  app.add_option("-m,--model", opt->model, "GGUF model file (default: a built-in synthetic model)");
+  app.add_option("-p,--prompt", opt->prompt, "Prompt text (default with no model: \"Once upon a time\")");
+  app.add_option("-f,--file", opt->prompt_file, "Read the prompt from a file")->check(CLI::ExistingFile);
+  app.add_option("-n,--n-predict", opt->n_predict, "Tokens to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-c,--ctx-size", opt->n_ctx, "Context size in tokens (default: the model's, at most 4096)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--temp", opt->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
+  app.add_option("--top-k", opt->sampling.top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str();
+  app.add_option("--top-p", opt->sampling.top_p, "Nucleus sampling threshold; 1 = off")->capture_default_str();
+  app.add_option("--min-p", opt->sampling.min_p, "Drop tokens below min-p x the best one's probability; 0 = off")
+      ->capture_default_str();
+  app.add_option("--repeat-penalty", opt->sampling.repeat_penalty, "Penalty for recent tokens; 1 = off")
+      ->capture_default_str();
+  app.add_option("--repeat-last-n", opt->sampling.repeat_last_n, "How many recent tokens are penalised")
+      ->capture_default_str();
+  app.add_option("-s,--seed", opt->seed, "Random seed (default: random, printed)");
+  app.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-text token");
+  return [opt] { return run(*opt); };
+}
+
+}  // namespace ork::cli

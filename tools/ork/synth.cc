@@ -1,0 +1,93 @@
+// ork synth: write a synthetic model with random weights.
+#include <chrono>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "commands.h"
+#include "model/synth.h"
+
+namespace ork::cli {
+namespace {
+
+struct SynthCliOptions {
+  SynthOptions synth;
+  std::string preset;
+  std::string type = "F32";
+  std::string output;
+  bool untied = false;
+};
+
+int synth(SynthCliOptions opt, const CLI::App& app) {
+  SynthOptions o = opt.synth;
+  if (!opt.preset.empty()) {
+    if (!synth_preset(opt.preset, &o)) {
+      return fail(fmt::format("unknown preset '{}' (known: {})", opt.preset, synth_preset_names()));
+    }
+    // Shape flags given explicitly override the preset.
+    auto given = [&](const char* name) { return app.count(name) > 0; };
+    if (given("--n-embd")) o.n_embd = opt.synth.n_embd;
+    if (given("--layers")) o.n_layer = opt.synth.n_layer;
+    if (given("--heads")) o.n_head = opt.synth.n_head;
+    if (given("--kv-heads")) o.n_head_kv = opt.synth.n_head_kv;
+    if (given("--head-dim")) o.head_dim = opt.synth.head_dim;
+    if (given("--n-ff")) o.n_ff = opt.synth.n_ff;
+    if (given("--vocab")) o.n_vocab = opt.synth.n_vocab;
+    if (given("--ctx")) o.n_ctx = opt.synth.n_ctx;
+  }
+  o.arch = opt.synth.arch;
+  o.seed = opt.synth.seed;
+  if (opt.untied) o.tied = false;
+  const auto type = ggml_type_from_name(opt.type);
+  if (!type) return fail(fmt::format("unknown type '{}'", opt.type));
+  o.type = *type;
+
+  GgufWriter writer;
+  GgufWriter::DataFn data_fn;
+  Status s = synth_model(o, &writer, &data_fn);
+  if (!s.is_ok()) return fail(s.message());
+  const uint64_t params = synth_param_count(o);
+  std::fprintf(stderr, "ork: writing %s: %s, %llu parameters, %s, random weights (seed %llu)\n", opt.output.c_str(),
+               o.arch.c_str(), static_cast<unsigned long long>(params), opt.type.c_str(),
+               static_cast<unsigned long long>(o.seed));
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t written = 0;
+  const size_t n_tensors = static_cast<size_t>(o.n_layer) * 9 + 3;
+  const bool tty = isatty(fileno(stderr));
+  auto with_progress = [&](size_t index, std::vector<uint8_t>& out) {
+    data_fn(index, out);
+    ++written;
+    if (tty) std::fprintf(stderr, "\r  tensors %zu/%zu", written, std::max(written, n_tensors));
+  };
+  s = writer.write_file(opt.output, with_progress);
+  if (tty) std::fprintf(stderr, "\n");
+  if (!s.is_ok()) return fail(s.to_string());
+  std::fprintf(stderr, "ork: wrote %s in %.1fs\n", opt.output.c_str(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_synth(CLI::App& app) {
+  auto opt = std::make_shared<SynthCliOptions>();
+  app.add_option("--arch", opt->synth.arch, "Architecture: llama, qwen2, qwen3")->capture_default_str();
+  app.add_option("--preset", opt->preset, "Shape preset: " + synth_preset_names() + " (shape flags override it)");
+  app.add_option("--n-embd", opt->synth.n_embd, "Embedding width")->capture_default_str();
+  app.add_option("--layers", opt->synth.n_layer, "Transformer blocks")->capture_default_str();
+  app.add_option("--heads", opt->synth.n_head, "Attention heads")->capture_default_str();
+  app.add_option("--kv-heads", opt->synth.n_head_kv, "KV heads (GQA)")->capture_default_str();
+  app.add_option("--head-dim", opt->synth.head_dim, "Head dimension (0: n_embd / heads)")->capture_default_str();
+  app.add_option("--n-ff", opt->synth.n_ff, "Feed-forward width")->capture_default_str();
+  app.add_option("--vocab", opt->synth.n_vocab, "Vocabulary size (>= 260)")->capture_default_str();
+  app.add_option("--ctx", opt->synth.n_ctx, "Trained context length written to the metadata")->capture_default_str();
+  app.add_flag("--untied", opt->untied, "Write a separate output.weight instead of tying it to token_embd");
+  app.add_option("--type", opt->type, "Matrix type: F32, F16, BF16, Q8_0, Q4_0")->capture_default_str();
+  app.add_option("--seed", opt->synth.seed, "Random seed of the weights")->capture_default_str();
+  app.add_option("-o,--output", opt->output, "Output GGUF path")->required();
+  CLI::App* self = &app;
+  return [opt, self] { return synth(*opt, *self); };
+}
+
+}  // namespace ork::cli
