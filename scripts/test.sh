@@ -1,9 +1,32 @@
 #!/usr/bin/env bash
-# Builds ork (Release, with tests and the fuzz target) and runs the whole suite:
-# unit and golden tests through ctest, then a short fuzz run of each reader.
+# Runs ork's whole test suite:
+#   1. Release build, every unit / golden / CLI test through ctest;
+#   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. a one-minute libFuzzer run of the GGUF reader (clang), seeded with the
+#      regression corpus; a crash fails the run and leaves its input in build/fuzz/.
+# ORK_TEST_QUICK=1 skips steps 2 and 3. ORK_FUZZ_SECONDS sets the fuzz time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
-cmake --preset release -DORK_BUILD_FUZZERS=ON >/dev/null
+
+echo "== release build and tests"
+cmake --preset release >/dev/null
 cmake --build --preset release -j "$JOBS"
 ctest --preset release -j "$JOBS"
+
+if [ "${ORK_TEST_QUICK:-0}" = "1" ]; then exit 0; fi
+
+echo "== sanitizer build (ASan + UBSan) and tests"
+cmake --preset sanitize >/dev/null
+cmake --build --preset sanitize -j "$JOBS"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --preset sanitize -j "$JOBS"
+
+echo "== fuzzing the GGUF reader for ${ORK_FUZZ_SECONDS:-60}s"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$JOBS"
+work=build/fuzz/corpus
+mkdir -p "$work"
+cp tests/fuzz/corpus/* "$work"/
+(cd build/fuzz && ./tests/gguf_fuzz -max_total_time="${ORK_FUZZ_SECONDS:-60}" -rss_limit_mb=4096 \
+  -max_len=131072 -print_final_stats=1 corpus 2>&1 | tail -n 12)
+echo "fuzz: no crash (a crash would have failed this script; keep its input in tests/fuzz/corpus/)"

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <regex>
 
 #include "model/forward.h"
 #include "testdata.h"
@@ -16,9 +15,8 @@ std::vector<int32_t> read_bracketed_ids(const std::string& path) {
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<int32_t> ids;
-  const std::regex re("\\[(\\d+)\\]");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
-    ids.push_back(std::stoi((*it)[1]));
+  for (size_t at = text.find('['); at != std::string::npos; at = text.find('[', at + 1)) {
+    ids.push_back(std::stoi(text.substr(at + 1)));
   }
   return ids;
 }
