@@ -7,5 +7,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config clang \
-  libfmt-dev libcli11-dev libpcre2-dev libhwy-dev nlohmann-json3-dev \
+  libfmt-dev libcli11-dev libpcre2-dev libicu-dev libhwy-dev nlohmann-json3-dev \
   libgtest-dev libgmock-dev libbenchmark-dev

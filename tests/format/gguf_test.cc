@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "format/gguf/gguf.h"
 #include "format/gguf/gguf_writer.h"
 #include "testdata.h"
@@ -104,6 +106,32 @@ TEST(Gguf, ReadsRealModels) {
   const GgufTensorInfo* emb = gguf->find_tensor("token_embd.weight");
   ASSERT_NE(emb, nullptr);
   EXPECT_EQ(emb->dims, (std::vector<uint64_t>{64, 512}));
+}
+
+}  // namespace
+}  // namespace ork
+
+namespace ork {
+namespace {
+
+// GGUF v2 has v3's layout (64-bit counts); only the version differs.
+TEST(Gguf, ReadsVersion2) {
+  auto bytes = *sample_writer().write_memory();
+  const uint32_t v2 = 2;
+  std::memcpy(bytes.data() + 4, &v2, 4);
+  auto gguf = GgufFile::parse(MappedFile::from_bytes(bytes, "v2.gguf"));
+  ASSERT_TRUE(gguf.is_ok()) << gguf.status().to_string();
+  EXPECT_EQ(gguf->version(), 2u);
+  EXPECT_EQ(gguf->tensors().size(), 2u);
+}
+
+TEST(Gguf, Version1IsRejectedWithAHint) {
+  auto bytes = *sample_writer().write_memory();
+  const uint32_t v1 = 1;
+  std::memcpy(bytes.data() + 4, &v1, 4);
+  auto gguf = GgufFile::parse(MappedFile::from_bytes(bytes, "v1.gguf"));
+  ASSERT_FALSE(gguf.is_ok());
+  EXPECT_NE(gguf.status().message().find("version 1"), std::string::npos);
 }
 
 }  // namespace

@@ -120,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(All, VocabVectors,
                                            VocabCase{"deepseek-coder", "vocab", "vocab"},
                                            VocabCase{"starcoder", "vocab", "vocab"},
                                            VocabCase{"refact", "vocab", "vocab"},
-                                           VocabCase{"mpt", "vocab", "vocab"}),
+                                           VocabCase{"mpt", "vocab", "vocab"},
+                                           VocabCase{"bert-bge", "vocab", "vocab"}),
                          [](const auto& param_info) {
                            std::string n = param_info.param.name;
                            for (char& ch : n) if (ch == '-') ch = '_';
@@ -214,6 +215,36 @@ TEST(PreTokenizer, UnknownNameIsAClearError) {
   auto pre = PreTokenizer::create("no-such-pre");
   ASSERT_FALSE(pre.is_ok());
   EXPECT_NE(pre.status().message().find("no-such-pre"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ork
+
+namespace ork {
+namespace {
+
+// Every vocabulary in the test data loads, and text without upper case or
+// accents (which WordPiece folds) survives encode -> decode.
+TEST(Tokenizer, EveryVocabularyLoadsAndRoundTrips) {
+  ORK_REQUIRE_TESTDATA("vocab");
+  int checked = 0;
+  for (const auto& dir : {"vocab", "fixtures/vocab"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(testing::testdata(dir))) {
+      if (entry.path().extension() != ".gguf") continue;
+      auto tok = load(entry.path().string());
+      ASSERT_NE(tok, nullptr) << entry.path();
+      const std::string text = "hello world, this is a test of 42 tokens";
+      std::string back = tok->decode(tok->encode(text, false));
+      if (tok->kind() == TokenizerKind::kWpm) {
+        // WordPiece drops the spaces before punctuation it isolated.
+        EXPECT_EQ(back, "hello world , this is a test of 42 tokens") << entry.path();
+      } else {
+        EXPECT_EQ(back, text) << entry.path();
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 14);
 }
 
 }  // namespace

@@ -17,8 +17,10 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& gguf) {
     tok->kind_ = TokenizerKind::kSpm;
   } else if (model == "gpt2") {
     tok->kind_ = TokenizerKind::kBpe;
+  } else if (model == "bert") {
+    tok->kind_ = TokenizerKind::kWpm;
   } else {
-    return error(StatusCode::kUnsupported, "{}: tokenizer.ggml.model '{}' is not supported (llama, gpt2)", path,
+    return error(StatusCode::kUnsupported, "{}: tokenizer.ggml.model '{}' is not supported (llama, gpt2, bert)", path,
                  model);
   }
   const GgufValue* tokens = gguf.find("tokenizer.ggml.tokens");
@@ -46,7 +48,10 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& gguf) {
     for (size_t i = 0; i < n; ++i) tok->types_[i] = static_cast<TokenType>(t->ints[i]);
   }
   tok->token_index_.reserve(n);
-  for (size_t i = 0; i < n; ++i) tok->token_index_.emplace(tok->tokens_[i], static_cast<int32_t>(i));
+  for (size_t i = 0; i < n; ++i) {
+    tok->token_index_.emplace(tok->tokens_[i], static_cast<int32_t>(i));
+    tok->max_token_len_ = std::max(tok->max_token_len_, tok->tokens_[i].size());
+  }
 
   auto special_id = [&](const char* key, int32_t fallback) -> int32_t {
     const auto v = gguf.find_int(key);
@@ -54,15 +59,20 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& gguf) {
     return *v >= 0 && static_cast<uint64_t>(*v) < n ? static_cast<int32_t>(*v) : -1;
   };
   const bool spm = tok->kind_ == TokenizerKind::kSpm;
-  tok->bos_ = special_id("tokenizer.ggml.bos_token_id", spm ? 1 : -1);
-  tok->eos_ = special_id("tokenizer.ggml.eos_token_id", spm ? 2 : -1);
-  tok->unk_ = special_id("tokenizer.ggml.unknown_token_id", spm ? 0 : -1);
+  const bool wpm = tok->kind_ == TokenizerKind::kWpm;
+  // BERT's [CLS] ... [SEP] play the roles of BOS and EOS.
+  tok->bos_ = special_id(wpm ? "tokenizer.ggml.cls_token_id" : "tokenizer.ggml.bos_token_id", spm ? 1 : wpm ? 101 : -1);
+  tok->eos_ = special_id(wpm ? "tokenizer.ggml.seperator_token_id" : "tokenizer.ggml.eos_token_id",
+                         spm ? 2 : wpm ? 102 : -1);
+  tok->unk_ = special_id("tokenizer.ggml.unknown_token_id", spm ? 0 : wpm ? 100 : -1);
   tok->eot_ = special_id("tokenizer.ggml.eot_token_id", -1);
-  tok->add_bos_ = gguf.find_bool("tokenizer.ggml.add_bos_token").value_or(spm);
-  tok->add_eos_ = gguf.find_bool("tokenizer.ggml.add_eos_token").value_or(false);
+  tok->add_bos_ = gguf.find_bool("tokenizer.ggml.add_bos_token").value_or(spm || wpm);
+  tok->add_eos_ = gguf.find_bool("tokenizer.ggml.add_eos_token").value_or(wpm);
   tok->add_space_prefix_ = gguf.find_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
 
-  if (spm) {
+  if (wpm) {
+    // No merges, no pre-tokenizer: WordPiece needs only the vocabulary.
+  } else if (spm) {
     tok->byte_tokens_.assign(256, -1);
     for (int b = 0; b < 256; ++b) tok->byte_tokens_[static_cast<size_t>(b)] = tok->find(fmt::format("<0x{:02X}>", b));
   } else {
@@ -162,6 +172,10 @@ void Tokenizer::encode_fragment(const std::string& text, bool after_special, std
     encode_spm(escaped, out);
     return;
   }
+  if (kind_ == TokenizerKind::kWpm) {
+    encode_wpm(text, out);
+    return;
+  }
   for (const std::string& word : pre_tokenizer_->split(text)) {
     std::string encoded;
     for (char c : word) encoded += unicode::byte_to_bpe_char(static_cast<uint8_t>(c));
@@ -187,7 +201,7 @@ std::string Tokenizer::piece(int32_t id, bool special) const {
     default: break;
   }
   std::string out;
-  if (kind_ == TokenizerKind::kSpm) {
+  if (kind_ != TokenizerKind::kBpe) {  // SentencePiece and WordPiece both spell spaces as U+2581
     for (size_t i = 0; i < text.size();) {
       if (text.compare(i, 3, "\xE2\x96\x81") == 0) {
         out += ' ';
@@ -211,8 +225,10 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool special) con
   bool at_start = true;
   for (int32_t id : ids) {
     std::string p = piece(id, special);
-    if (at_start && kind_ == TokenizerKind::kSpm && add_space_prefix_ && !p.empty() && p[0] == ' ' &&
-        types_[static_cast<size_t>(id)] == TokenType::kNormal) {
+    // SentencePiece's added space prefix and WordPiece's word-start mark
+    // both become a leading space that is not part of the text.
+    const bool prefixed = (kind_ == TokenizerKind::kSpm && add_space_prefix_) || kind_ == TokenizerKind::kWpm;
+    if (at_start && prefixed && !p.empty() && p[0] == ' ' && types_[static_cast<size_t>(id)] == TokenType::kNormal) {
       p.erase(0, 1);
     }
     if (!p.empty() || types_[static_cast<size_t>(id)] == TokenType::kNormal) at_start = false;

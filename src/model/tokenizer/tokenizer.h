@@ -3,7 +3,8 @@
 //   - "llama": SentencePiece-style, score-driven merges with byte fallback;
 //   - "gpt2": byte-level BPE with merge ranks, after a pre-tokenizer chosen
 //     by `tokenizer.ggml.pre` (llama-bpe, qwen2, gpt-2, falcon,
-//     deepseek-llm, deepseek-coder, starcoder, refact, mpt, ...).
+//     deepseek-llm, deepseek-coder, starcoder, refact, mpt, ...);
+//   - "bert": WordPiece (BERT-family embedders).
 //
 // Thread-safe after construction (encode/decode are const).
 #pragma once
@@ -29,7 +30,7 @@ enum class TokenType : int32_t {
   kByte = 6,
 };
 
-enum class TokenizerKind { kSpm, kBpe };
+enum class TokenizerKind { kSpm, kBpe, kWpm };
 
 class PreTokenizer;
 
@@ -65,6 +66,7 @@ class Tokenizer {
   void encode_fragment(const std::string& text, bool at_start, std::vector<int32_t>& out) const;
   void encode_spm(const std::string& text, std::vector<int32_t>& out) const;
   void encode_bpe_word(const std::string& word, std::vector<int32_t>& out) const;
+  void encode_wpm(const std::string& text, std::vector<int32_t>& out) const;
   void byte_fallback(uint8_t byte, std::vector<int32_t>& out) const;
   int bpe_rank(const std::string& left, const std::string& right) const;
 
@@ -80,6 +82,7 @@ class Tokenizer {
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   int32_t bos_ = -1, eos_ = -1, unk_ = -1, eot_ = -1;
   bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = true, ignore_merges_ = false;
+  size_t max_token_len_ = 0;  // bytes of the longest token text (WordPiece's search window)
 };
 
 }  // namespace ork
