@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -68,7 +69,7 @@ class Tokenizer {
   void encode_bpe_word(const std::string& word, std::vector<int32_t>& out) const;
   void encode_wpm(const std::string& text, std::vector<int32_t>& out) const;
   void byte_fallback(uint8_t byte, std::vector<int32_t>& out) const;
-  int bpe_rank(const std::string& left, const std::string& right) const;
+  int bpe_rank(std::string_view left, std::string_view right) const;
 
   TokenizerKind kind_ = TokenizerKind::kSpm;
   std::string pre_;
