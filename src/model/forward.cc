@@ -10,7 +10,6 @@ Context::Context(const Model& model, int n_ctx)
   const size_t cache = static_cast<size_t>(c_.n_layer) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(c_.kv_dim());
   k_cache_.assign(cache, 0.0f);
   v_cache_.assign(cache, 0.0f);
-  row_.resize(static_cast<size_t>(std::max({c_.n_embd, c_.n_ff, c_.q_dim()})));
 }
 
 void Context::resize_scratch(int n) {
@@ -28,8 +27,8 @@ void Context::resize_scratch(int n) {
 
 namespace {
 
-void matmul(const ref::WeightView& w, const std::vector<float>& x, int n, std::vector<float>& y, float* row) {
-  ref::matmul(w, x.data(), n, y.data(), 0, w.rows, row);
+void matmul(const ref::WeightView& w, const std::vector<float>& x, int n, std::vector<float>& y) {
+  ref::matmul(w, x.data(), n, y.data(), 0, w.rows);
 }
 
 void add_bias(std::vector<float>& y, const std::vector<float>& bias, int n) {
@@ -73,7 +72,6 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
   }
   resize_scratch(n);
   const int E = c_.n_embd;
-  float* row = row_.data();
 
   for (int t = 0; t < n; ++t) ref::dequantize_row(model_.token_embd(), tokens[t], &x_[static_cast<size_t>(t) * E]);
 
@@ -87,9 +85,9 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
     for (int t = 0; t < n; ++t) {
       ref::rms_norm(&x_[static_cast<size_t>(t) * E], L.attn_norm.data(), E, c_.rms_eps, &xn_[static_cast<size_t>(t) * E]);
     }
-    matmul(L.wq, xn_, n, q_, row);
-    matmul(L.wk, xn_, n, k_, row);
-    matmul(L.wv, xn_, n, v_, row);
+    matmul(L.wq, xn_, n, q_);
+    matmul(L.wk, xn_, n, k_);
+    matmul(L.wv, xn_, n, v_);
     add_bias(q_, L.bq, n);
     add_bias(k_, L.bk, n);
     add_bias(v_, L.bv, n);
@@ -111,17 +109,17 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
 
     }
     attention(il, n);
-    matmul(L.wo, attn_, n, xn_, row);
+    matmul(L.wo, attn_, n, xn_);
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
 
     // Feed-forward block: x += W_down · (silu(W_gate·n(x)) * W_up·n(x))
     for (int t = 0; t < n; ++t) {
       ref::rms_norm(&x_[static_cast<size_t>(t) * E], L.ffn_norm.data(), E, c_.rms_eps, &xn_[static_cast<size_t>(t) * E]);
     }
-    matmul(L.w_gate, xn_, n, gate_, row);
-    matmul(L.w_up, xn_, n, up_, row);
+    matmul(L.w_gate, xn_, n, gate_);
+    matmul(L.w_up, xn_, n, up_);
     ref::swiglu(gate_.data(), up_.data(), static_cast<int64_t>(n) * c_.n_ff, gate_.data());
-    matmul(L.w_down, gate_, n, xn_, row);
+    matmul(L.w_down, gate_, n, xn_);
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
   }
 
@@ -133,8 +131,7 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
                   &normed[static_cast<size_t>(t - first) * E]);
   }
   std::vector<float> logits(static_cast<size_t>(n_out) * c_.n_vocab);
-  std::vector<float> out_row(static_cast<size_t>(E));
-  ref::matmul(model_.output(), normed.data(), n_out, logits.data(), 0, c_.n_vocab, out_row.data());
+  ref::matmul(model_.output(), normed.data(), n_out, logits.data(), 0, c_.n_vocab);
   n_past_ += n;
   return logits;
 }

@@ -42,7 +42,7 @@ class Context {
   std::vector<float> v_cache_;
 
   // Scratch, [n_tokens][width].
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, scores_, row_;
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, scores_;
 };
 
 }  // namespace ork

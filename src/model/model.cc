@@ -5,61 +5,103 @@
 namespace ork {
 namespace {
 
+// One tensor as the model binds it, from either file format.
+struct TensorEntry {
+  std::vector<uint64_t> dims;
+  ref::WeightView view;
+  std::string type_name;
+  bool readable = true;
+};
+
 class Binder {
  public:
-  explicit Binder(const GgufFile& gguf) : gguf_(gguf) {}
+  Binder(const GgufFile& gguf, const OrkpackFile* pack) : gguf_(gguf), pack_(pack) {}
 
-  // A matrix of ne = [cols, rows], any dequantizable type.
+  // A matrix of ne = [cols, rows].
   Status matrix(const std::string& name, int64_t cols, int64_t rows, ref::WeightView* out) {
-    const GgufTensorInfo* t = gguf_.find_tensor(name);
-    if (t == nullptr) return error(StatusCode::kNotFound, "{}: tensor '{}' is missing", gguf_.path(), name);
-    if (t->dims.size() != 2 || t->dims[0] != static_cast<uint64_t>(cols) || t->dims[1] != static_cast<uint64_t>(rows)) {
-      return error(StatusCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}]", gguf_.path(), name,
-                   shape(*t), cols, rows);
+    ORK_ASSIGN_OR_RETURN(TensorEntry t, find(name));
+    if (t.dims.size() != 2 || t.dims[0] != static_cast<uint64_t>(cols) || t.dims[1] != static_cast<uint64_t>(rows)) {
+      return error(StatusCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}]", path(), name,
+                   shape(t.dims), cols, rows);
     }
-    ORK_RETURN_IF_ERROR(check_type(*t));
-    *out = ref::WeightView{t->type, t->data, cols, rows, t->bytes / static_cast<uint64_t>(rows)};
+    *out = t.view;
     return Status::ok();
   }
 
   // A vector of n values, widened to f32.
   Status vector(const std::string& name, int64_t n, std::vector<float>* out) {
-    const GgufTensorInfo* t = gguf_.find_tensor(name);
-    if (t == nullptr) return error(StatusCode::kNotFound, "{}: tensor '{}' is missing", gguf_.path(), name);
-    if (t->elems != static_cast<uint64_t>(n) || t->dims[0] != static_cast<uint64_t>(n)) {
-      return error(StatusCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}]", gguf_.path(), name, shape(*t),
-                   n);
+    ORK_ASSIGN_OR_RETURN(TensorEntry t, find(name));
+    if (t.dims.size() != 1 || t.dims[0] != static_cast<uint64_t>(n)) {
+      return error(StatusCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}]", path(), name, shape(t.dims), n);
     }
-    ORK_RETURN_IF_ERROR(check_type(*t));
     out->resize(static_cast<size_t>(n));
-    return dequantize(t->type, t->data, out->data(), n);
-  }
-
-  bool has(const std::string& name) const { return gguf_.find_tensor(name) != nullptr; }
-
- private:
-  Status check_type(const GgufTensorInfo& t) const {
-    if (!can_dequantize(t.type)) {
-      return error(StatusCode::kUnsupported, "{}: tensor '{}' has type {}, which ork cannot read yet", gguf_.path(),
-                   t.name, ggml_type_name(t.type));
-    }
+    ref::dequantize_row(t.view, 0, out->data());
     return Status::ok();
   }
 
-  static std::string shape(const GgufTensorInfo& t) {
+  bool has(const std::string& name) const {
+    return pack_ != nullptr ? pack_->find_tensor(name) != nullptr : gguf_.find_tensor(name) != nullptr;
+  }
+
+  const std::string& path() const { return pack_ != nullptr ? pack_->path() : gguf_.path(); }
+
+ private:
+  Result<TensorEntry> find(const std::string& name) const {
+    TensorEntry e;
+    if (pack_ != nullptr) {
+      const OrkpackTensor* t = pack_->find_tensor(name);
+      if (t == nullptr) return error(StatusCode::kNotFound, "{}: tensor '{}' is missing", path(), name);
+      e.dims = t->spec.dims;
+      ref::WeightView& v = e.view;
+      v.is_tier = true;
+      v.tier = t->spec.tier;
+      v.data = t->data;
+      v.scales = t->scales;
+      v.cols = static_cast<int64_t>(t->spec.dims[0]);
+      v.rows = t->spec.rows();
+      v.k_stored = t->spec.k_stored;
+      v.rotation_block = static_cast<int>(t->spec.rotation_block);
+      v.rotation_seed = pack_->rotation_seed();
+      return e;
+    }
+    const GgufTensorInfo* t = gguf_.find_tensor(name);
+    if (t == nullptr) return error(StatusCode::kNotFound, "{}: tensor '{}' is missing", path(), name);
+    if (!can_dequantize(t->type)) {
+      return error(StatusCode::kUnsupported, "{}: tensor '{}' has type {}, which ork cannot read yet", path(), t->name,
+                   ggml_type_name(t->type));
+    }
+    e.dims = t->dims;
+    e.view = ref::WeightView{t->type, t->data, static_cast<int64_t>(t->ne(0)), static_cast<int64_t>(t->rows()),
+                             t->bytes / t->rows()};
+    return e;
+  }
+
+  static std::string shape(const std::vector<uint64_t>& dims) {
     std::string s = "[";
-    for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? ", " : "") + std::to_string(t.dims[i]);
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
     return s + "]";
   }
 
   const GgufFile& gguf_;
+  const OrkpackFile* pack_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+  if (OrkpackFile::sniff_file(path)) {
+    ORK_ASSIGN_OR_RETURN(OrkpackFile pack, OrkpackFile::open(path));
+    return load(std::move(pack));
+  }
   ORK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::open(path));
   return load(std::move(gguf));
+}
+
+Result<std::unique_ptr<Model>> Model::load(OrkpackFile pack) {
+  std::unique_ptr<Model> model(new Model());
+  model->pack_.emplace(std::move(pack));
+  ORK_RETURN_IF_ERROR(model->bind());
+  return model;
 }
 
 Result<std::unique_ptr<Model>> Model::load(GgufFile gguf) {
@@ -70,16 +112,21 @@ Result<std::unique_ptr<Model>> Model::load(GgufFile gguf) {
 }
 
 Status Model::bind() {
-  ORK_ASSIGN_OR_RETURN(config_, read_model_config(gguf_));
+  ORK_ASSIGN_OR_RETURN(config_, read_model_config(gguf()));
   ModelConfig& c = config_;
-  Binder b(gguf_);
+  Binder b(gguf_, orkpack());
 
-  const GgufTensorInfo* embd = gguf_.find_tensor("token_embd.weight");
-  if (embd == nullptr) return error(StatusCode::kNotFound, "{}: tensor 'token_embd.weight' is missing", gguf_.path());
-  if (embd->dims.size() != 2 || embd->dims[1] > (1u << 24)) {
-    return error(StatusCode::kCorrupt, "{}: tensor 'token_embd.weight' is not [n_embd, n_vocab]", gguf_.path());
+  const std::vector<uint64_t>* embd_dims = nullptr;
+  if (pack_) {
+    if (const OrkpackTensor* t = pack_->find_tensor("token_embd.weight")) embd_dims = &t->spec.dims;
+  } else if (const GgufTensorInfo* t = gguf_.find_tensor("token_embd.weight")) {
+    embd_dims = &t->dims;
   }
-  c.n_vocab = static_cast<int>(embd->dims[1]);
+  if (embd_dims == nullptr) return error(StatusCode::kNotFound, "{}: tensor 'token_embd.weight' is missing", path());
+  if (embd_dims->size() != 2 || (*embd_dims)[1] > (1u << 24)) {
+    return error(StatusCode::kCorrupt, "{}: tensor 'token_embd.weight' is not [n_embd, n_vocab]", path());
+  }
+  c.n_vocab = static_cast<int>((*embd_dims)[1]);
   ORK_RETURN_IF_ERROR(b.matrix("token_embd.weight", c.n_embd, c.n_vocab, &token_embd_));
   tied_ = !b.has("output.weight");
   if (tied_) {
@@ -118,7 +165,11 @@ Status Model::bind() {
 
 uint64_t Model::weight_bytes() const {
   uint64_t total = 0;
-  for (const auto& t : gguf_.tensors()) total += t.bytes;
+  if (pack_) {
+    for (const auto& t : pack_->tensors()) total += t.data_size + t.scales_size;
+  } else {
+    for (const auto& t : gguf_.tensors()) total += t.bytes;
+  }
   return total;
 }
 

@@ -1,13 +1,15 @@
 // A loaded llama-family model: its configuration and views of its weights
-// inside the mapped GGUF file (never copied, except small 1-D tensors such
-// as norms and biases, which are widened to f32 once at load).
+// inside the mapped GGUF or orkpack file (never copied, except small 1-D
+// tensors such as norms and biases, which are widened to f32 once at load).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "format/gguf/gguf.h"
+#include "format/orkpack/orkpack.h"
 #include "kernels/ref/ops.h"
 #include "model/config.h"
 
@@ -27,10 +29,15 @@ class Model {
   // Validates every tensor the architecture needs (name, shape, type) and
   // takes ownership of the file. Errors name the file and the tensor.
   static Result<std::unique_ptr<Model>> load(GgufFile gguf);
+  static Result<std::unique_ptr<Model>> load(OrkpackFile pack);
+  // Opens a GGUF or an orkpack, whichever the file is.
   static Result<std::unique_ptr<Model>> load(const std::string& path);
 
   const ModelConfig& config() const { return config_; }
-  const GgufFile& gguf() const { return gguf_; }
+  // Metadata (and, for a GGUF, the tensors). For an orkpack: its metadata only.
+  const GgufFile& gguf() const { return pack_ ? pack_->metadata() : gguf_; }
+  const std::string& path() const { return pack_ ? pack_->path() : gguf_.path(); }
+  const OrkpackFile* orkpack() const { return pack_ ? &*pack_ : nullptr; }
   const ref::WeightView& token_embd() const { return token_embd_; }
   const ref::WeightView& output() const { return output_; }
   const std::vector<float>& output_norm() const { return output_norm_; }
@@ -44,6 +51,7 @@ class Model {
   Status bind();
 
   GgufFile gguf_;
+  std::optional<OrkpackFile> pack_;
   ModelConfig config_;
   ref::WeightView token_embd_;
   ref::WeightView output_;

@@ -44,7 +44,11 @@ TEST_P(SynthArch, LoadsTokenizesAndRuns) {
 INSTANTIATE_TEST_SUITE_P(All, SynthArch,
                          ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
                                             ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0,
-                                                              GgmlType::kQ4_0)));
+                                                              GgmlType::kQ4_0)),
+                         [](const auto& param_info) {
+                           return std::string(std::get<0>(param_info.param)) + "_" +
+                                  std::string(ggml_type_name(std::get<1>(param_info.param)));
+                         });
 
 TEST(Synth, DeterministicForASeed) {
   SynthOptions o;

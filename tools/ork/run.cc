@@ -87,11 +87,11 @@ int run(const RunOptions& opt) {
   const ModelConfig& c = (*model)->config();
   const Tokenizer& tok = **tokenizer;
   if (tok.n_vocab() != c.n_vocab) {
-    return fail(fmt::format("{}: the vocabulary has {} tokens but token_embd has {} rows", (*model)->gguf().path(),
+    return fail(fmt::format("{}: the vocabulary has {} tokens but token_embd has {} rows", (*model)->path(),
                             tok.n_vocab(), c.n_vocab));
   }
   std::fprintf(stderr, "ork: %s: %s, %d layers, n_embd %d, %d heads (%d KV), vocab %d, %.1f MiB of weights (%.2fs)\n",
-               (*model)->gguf().path().c_str(), c.arch->name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab,
+               (*model)->path().c_str(), c.arch->name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab,
                static_cast<double>((*model)->weight_bytes()) / (1 << 20), seconds_since(t_load));
 
   std::vector<int32_t> prompt_ids = tok.encode(prompt, /*add_special=*/true, /*parse_special=*/true);

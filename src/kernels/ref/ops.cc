@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "format/gguf/dequant.h"
+#include "quant/rotation.h"
 
 namespace ork::ref {
 
@@ -15,24 +17,41 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
 }
 
 void dequantize_row(const WeightView& w, int64_t r, float* out) {
-  // Callers validated the type when the model was loaded.
-  (void)dequantize(w.type, w.data + static_cast<uint64_t>(r) * w.row_bytes, out, w.cols);
+  if (!w.is_tier) {
+    // Callers validated the type when the model was loaded.
+    (void)dequantize(w.type, w.data + static_cast<uint64_t>(r) * w.row_bytes, out, w.cols);
+    return;
+  }
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(w.k_stored));
+  dequantize_tier_row(w.tier_tensor(), r, row.data());
+  if (w.rotation_block > 0) unrotate(row.data(), w.k_stored, w.rotation_block, w.rotation_seed);
+  std::copy_n(row.begin(), w.cols, out);
 }
 
-void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, int64_t row_begin, int64_t row_end,
-            float* row_scratch) {
-  const int64_t cols = w.cols;
+void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, int64_t row_begin, int64_t row_end) {
+  // Inputs in the weights' stored space: padded to k_stored and rotated.
+  const int64_t k = w.is_tier ? w.k_stored : w.cols;
+  thread_local std::vector<float> xs, row;
+  xs.assign(static_cast<size_t>(n_tokens * k), 0.0f);
+  row.resize(static_cast<size_t>(k));
+  for (int64_t m = 0; m < n_tokens; ++m) {
+    std::copy_n(x + m * w.cols, w.cols, &xs[static_cast<size_t>(m * k)]);
+    if (w.rotation_block > 0) rotate(&xs[static_cast<size_t>(m * k)], k, w.rotation_block, w.rotation_seed);
+  }
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const float* row = row_scratch;
-    if (w.type == GgmlType::kF32) {
-      row = reinterpret_cast<const float*>(w.data + static_cast<uint64_t>(r) * w.row_bytes);
+    const float* wr = row.data();
+    if (w.is_tier) {
+      dequantize_tier_row(w.tier_tensor(), r, row.data());
+    } else if (w.type == GgmlType::kF32) {
+      wr = reinterpret_cast<const float*>(w.data + static_cast<uint64_t>(r) * w.row_bytes);
     } else {
-      dequantize_row(w, r, row_scratch);
+      (void)dequantize(w.type, w.data + static_cast<uint64_t>(r) * w.row_bytes, row.data(), w.cols);
     }
     for (int64_t m = 0; m < n_tokens; ++m) {
-      const float* xm = x + m * cols;
+      const float* xm = &xs[static_cast<size_t>(m * k)];
       double sum = 0.0;
-      for (int64_t k = 0; k < cols; ++k) sum += static_cast<double>(row[k]) * xm[k];
+      for (int64_t j = 0; j < k; ++j) sum += static_cast<double>(wr[j]) * xm[j];
       y[m * w.rows + r] = static_cast<float>(sum);
     }
   }

@@ -9,28 +9,40 @@
 
 #include "format/gguf/ggml_type.h"
 #include "ork/status.h"
+#include "quant/tier.h"
 
 namespace ork::ref {
 
-// A weight matrix as stored: `rows` output channels of `cols` inputs each,
-// every row `row_bytes` long in `type`'s encoding (GGUF ne0 = cols, ne1 = rows).
+// A weight matrix as stored: `rows` output channels of `cols` inputs each
+// (GGUF ne0 = cols, ne1 = rows), either in a GGUF type (`row_bytes` per row)
+// or, when `tier` is set, in an orkpack tier: rows padded to `k_stored`,
+// one scale per row, and rotated along K when `rotation_block` > 0.
 struct WeightView {
   GgmlType type = GgmlType::kF32;
   const uint8_t* data = nullptr;
   int64_t cols = 0;
   int64_t rows = 0;
   uint64_t row_bytes = 0;
+
+  bool is_tier = false;
+  Tier tier = Tier::kF32;
+  const float* scales = nullptr;
+  int64_t k_stored = 0;
+  int rotation_block = 0;
+  uint64_t rotation_seed = 0;
+
+  TierTensor tier_tensor() const { return {tier, data, scales, rows, k_stored}; }
 };
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i]
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out);
 
 // y[m, r] = sum_k x[m, k] * W[r, k] for m < n_tokens, over rows [row_begin, row_end).
-// `row_scratch` holds one dequantized row (cols floats). y has W.rows columns.
-void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, int64_t row_begin, int64_t row_end,
-            float* row_scratch);
+// x has cols floats per token; y has W.rows floats per token. Rotated
+// weights get rotated activations. Uses thread-local scratch.
+void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, int64_t row_begin, int64_t row_end);
 
-// Dequantizes row r of W into out (cols floats).
+// Row r of W as the model sees it (cols floats: unpadded, unrotated).
 void dequantize_row(const WeightView& w, int64_t r, float* out);
 
 enum class RopeType {

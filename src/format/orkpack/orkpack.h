@@ -1,0 +1,109 @@
+// orkpack: ork's tiered per-channel weight file (docs/FORMAT.md).
+//
+// OrkpackFile::open() validates the header, every section bound and every
+// directory entry (tier, layout, shape, plane and scale ranges) before
+// handing anything out; a file that passes can be read without checks.
+// OrkpackWriter streams: tensors are appended one at a time, so packing
+// needs memory for one tensor, not the model.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "format/gguf/gguf.h"
+#include "ork/status.h"
+#include "quant/tier.h"
+
+namespace ork {
+
+inline constexpr uint32_t kOrkpackVersion = 1;
+inline constexpr uint64_t kOrkpackAlign = 128;   // every plane and scale array
+inline constexpr uint64_t kOrkpackPage = 4096;   // start of the data section
+
+enum class OrkLayout : uint32_t { kRowMajor = 0 };
+inline constexpr uint32_t kOrkLayoutCount = 1;
+
+// Where and how one tensor is stored.
+struct OrkpackTensorSpec {
+  std::string name;
+  Tier tier = Tier::kF32;
+  OrkLayout layout = OrkLayout::kRowMajor;
+  std::vector<uint64_t> dims;  // GGUF order, ne[0] = K
+  int64_t k_stored = 0;
+  uint32_t rotation_block = 0;  // 0: not rotated
+  float error = 0.0f;           // importance-weighted relative error at pack time (NaN: unknown)
+
+  int64_t rows() const;
+};
+
+struct OrkpackTensor {
+  OrkpackTensorSpec spec;
+  uint64_t data_offset = 0, data_size = 0, scales_offset = 0, scales_size = 0;
+  const uint8_t* data = nullptr;   // into the mapping
+  const float* scales = nullptr;   // null for f16/f32
+
+  TierTensor view() const { return {spec.tier, data, scales, spec.rows(), spec.k_stored}; }
+};
+
+class OrkpackFile {
+ public:
+  static Result<OrkpackFile> open(const std::string& path);
+  static Result<OrkpackFile> parse(MappedFile file);
+  // True if the bytes start with the orkpack magic.
+  static bool sniff(const uint8_t* data, size_t size);
+  static bool sniff_file(const std::string& path);
+
+  const std::string& path() const { return file_.path(); }
+  uint64_t file_size() const { return file_.size(); }
+  uint32_t version() const { return version_; }
+  // All metadata (the source GGUF's and ork's keys), as a tensorless GGUF.
+  const GgufFile& metadata() const { return metadata_; }
+  uint64_t rotation_seed() const;
+  const std::vector<OrkpackTensor>& tensors() const { return tensors_; }
+  const OrkpackTensor* find_tensor(const std::string& name) const;
+
+ private:
+  MappedFile file_;
+  uint32_t version_ = 0;
+  GgufFile metadata_;
+  std::vector<OrkpackTensor> tensors_;
+  std::map<std::string, size_t> index_;
+};
+
+class OrkpackWriter {
+ public:
+  OrkpackWriter() = default;
+  ~OrkpackWriter();
+  OrkpackWriter(OrkpackWriter&& other) noexcept;
+  OrkpackWriter& operator=(OrkpackWriter&&) = delete;
+
+  // Starts `path` (written as path.tmp, renamed by finish()). `metadata` is
+  // a tensorless GGUF stream holding every key (GgufWriter::write_memory()).
+  static Result<OrkpackWriter> create(const std::string& path, const std::vector<uint8_t>& metadata);
+
+  // Appends one tensor: `data` of tier_data_bytes(), `scales` of rows floats
+  // for quantized tiers (empty for f16/f32).
+  Status add_tensor(const OrkpackTensorSpec& spec, std::span<const uint8_t> data, std::span<const float> scales);
+  // Writes the directory and header and moves the file into place.
+  Status finish();
+
+  uint64_t bytes_written() const { return pos_; }
+
+ private:
+  Status write(const void* p, size_t n);
+  Status pad_to(uint64_t alignment);
+
+  std::string path_, tmp_;
+  FILE* f_ = nullptr;
+  uint64_t pos_ = 0;
+  uint64_t metadata_size_ = 0;
+  uint64_t data_start_ = 0;
+  std::vector<OrkpackTensor> entries_;
+};
+
+}  // namespace ork

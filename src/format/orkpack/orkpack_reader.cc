@@ -1,0 +1,195 @@
+#include <cmath>
+#include <cstring>
+
+#include "format/orkpack/orkpack.h"
+
+namespace ork {
+namespace {
+
+constexpr char kMagic[8] = {'O', 'R', 'K', 'P', 'A', 'C', 'K', '\0'};
+
+class Cursor {
+ public:
+  Cursor(const uint8_t* data, uint64_t size) : data_(data), size_(size) {}
+  uint64_t remaining() const { return size_ - pos_; }
+  uint64_t pos() const { return pos_; }
+  template <typename T>
+  Status read(T* out, const char* what) {
+    if (remaining() < sizeof(T)) {
+      return error(StatusCode::kCorrupt, "directory truncated at byte {} reading {}", pos_, what);
+    }
+    std::memcpy(out, data_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return Status::ok();
+  }
+  Status read_string(std::string* out) {
+    uint64_t len = 0;
+    ORK_RETURN_IF_ERROR(read(&len, "name length"));
+    if (len > remaining() || len > 4096) {
+      return error(StatusCode::kCorrupt, "directory name of {} bytes at byte {} is too long", len, pos_ - 8);
+    }
+    out->assign(reinterpret_cast<const char*>(data_ + pos_), len);
+    pos_ += len;
+    return Status::ok();
+  }
+
+ private:
+  const uint8_t* data_;
+  uint64_t size_;
+  uint64_t pos_ = 0;
+};
+
+template <typename T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+bool in_range(uint64_t offset, uint64_t size, uint64_t limit) { return offset <= limit && size <= limit - offset; }
+
+Status read_entry(Cursor& cur, uint64_t data_size, OrkpackTensor* e) {
+  OrkpackTensorSpec& s = e->spec;
+  ORK_RETURN_IF_ERROR(cur.read_string(&s.name));
+  const std::string t = fmt::format("tensor '{}'", s.name);
+  auto bad = [&](const std::string& what) { return Status(StatusCode::kCorrupt, t + ": " + what); };
+  uint32_t tier = 0, layout = 0, n_dims = 0, rotation = 0;
+  ORK_RETURN_IF_ERROR(cur.read(&tier, "tier"));
+  ORK_RETURN_IF_ERROR(cur.read(&layout, "layout"));
+  ORK_RETURN_IF_ERROR(cur.read(&n_dims, "dimension count"));
+  const auto tier_value = tier_from_id(tier);
+  if (!tier_value) return Status(StatusCode::kUnsupported, fmt::format("{}: unknown tier id {}", t, tier));
+  s.tier = *tier_value;
+  if (layout >= kOrkLayoutCount) return Status(StatusCode::kUnsupported, fmt::format("{}: unknown layout id {}", t, layout));
+  s.layout = static_cast<OrkLayout>(layout);
+  if (n_dims == 0 || n_dims > 4) return bad(fmt::format("{} dimensions (1 to 4 allowed)", n_dims));
+  s.dims.resize(n_dims);
+  uint64_t elems = 1;
+  for (uint64_t& d : s.dims) {
+    ORK_RETURN_IF_ERROR(cur.read(&d, "dimension"));
+    if (d == 0 || d > (1ull << 40) || __builtin_mul_overflow(elems, d, &elems) || elems > (1ull << 42)) {
+      return bad(fmt::format("absurd dimension {}", d));
+    }
+  }
+  uint64_t k_stored = 0;
+  ORK_RETURN_IF_ERROR(cur.read(&k_stored, "k_stored"));
+  ORK_RETURN_IF_ERROR(cur.read(&rotation, "rotation"));
+  ORK_RETURN_IF_ERROR(cur.read(&s.rotation_block, "rotation block"));
+  ORK_RETURN_IF_ERROR(cur.read(&e->data_offset, "data offset"));
+  ORK_RETURN_IF_ERROR(cur.read(&e->data_size, "data size"));
+  ORK_RETURN_IF_ERROR(cur.read(&e->scales_offset, "scales offset"));
+  ORK_RETURN_IF_ERROR(cur.read(&e->scales_size, "scales size"));
+  ORK_RETURN_IF_ERROR(cur.read(&s.error, "error"));
+
+  if (k_stored < s.dims[0] || k_stored % static_cast<uint64_t>(kTierGroup) != 0 || k_stored > s.dims[0] + 31) {
+    return bad(fmt::format("k_stored {} is not ne[0] = {} rounded up to {}", k_stored, s.dims[0], kTierGroup));
+  }
+  s.k_stored = static_cast<int64_t>(k_stored);
+  if (rotation > 1) return Status(StatusCode::kUnsupported, fmt::format("{}: unknown rotation {}", t, rotation));
+  const uint32_t b = s.rotation_block;
+  if ((rotation == 0) != (b == 0) || (b != 0 && ((b & (b - 1)) != 0 || k_stored % b != 0))) {
+    return bad(fmt::format("rotation {} with block {} does not fit k_stored {}", rotation, b, k_stored));
+  }
+  const uint64_t rows = elems / s.dims[0];
+  const uint64_t want = tier_data_bytes(s.tier, static_cast<int64_t>(rows), s.k_stored);
+  if (e->data_size != want) return bad(fmt::format("{} data bytes, {} expected for its tier and shape", e->data_size, want));
+  const uint64_t want_scales = tier_info(s.tier).has_scales ? rows * 4 : 0;
+  if (e->scales_size != want_scales) {
+    return bad(fmt::format("{} scale bytes, {} expected", e->scales_size, want_scales));
+  }
+  if (e->data_offset % kOrkpackAlign != 0 || e->scales_offset % kOrkpackAlign != 0) {
+    return bad(fmt::format("data at {} or scales at {} not on a {}-byte boundary", e->data_offset, e->scales_offset,
+                           kOrkpackAlign));
+  }
+  if (!in_range(e->data_offset, e->data_size, data_size) || !in_range(e->scales_offset, e->scales_size, data_size)) {
+    return bad(fmt::format("planes [{}, +{}) or scales [{}, +{}) run past the data section ({} bytes)", e->data_offset,
+                           e->data_size, e->scales_offset, e->scales_size, data_size));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+bool OrkpackFile::sniff(const uint8_t* data, size_t size) {
+  return size >= sizeof kMagic && std::memcmp(data, kMagic, sizeof kMagic) == 0;
+}
+
+bool OrkpackFile::sniff_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  uint8_t head[8] = {};
+  const size_t n = std::fread(head, 1, sizeof head, f);
+  std::fclose(f);
+  return sniff(head, n);
+}
+
+Result<OrkpackFile> OrkpackFile::open(const std::string& path) {
+  ORK_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+  return parse(std::move(file));
+}
+
+Result<OrkpackFile> OrkpackFile::parse(MappedFile file) {
+  OrkpackFile pack;
+  pack.file_ = std::move(file);
+  const std::string name = pack.file_.path();
+  const uint8_t* base = pack.file_.data();
+  const uint64_t size = pack.file_.size();
+  auto fail = [&](StatusCode code, const std::string& msg) { return Status(code, name + ": " + msg); };
+  if (size < 64 || !sniff(base, size)) return fail(StatusCode::kCorrupt, "not an orkpack file (bad magic or too short)");
+  pack.version_ = load<uint32_t>(base + 8);
+  if (pack.version_ != kOrkpackVersion) {
+    return fail(StatusCode::kUnsupported,
+                fmt::format("orkpack version {} is not supported (this ork reads version {}); repack it with this ork",
+                            pack.version_, kOrkpackVersion));
+  }
+  if (load<uint32_t>(base + 12) != 64) return fail(StatusCode::kCorrupt, "header size is not 64");
+  const auto meta_off = load<uint64_t>(base + 16), meta_size = load<uint64_t>(base + 24);
+  const auto dir_off = load<uint64_t>(base + 32), dir_size = load<uint64_t>(base + 40);
+  const auto data_off = load<uint64_t>(base + 48), data_size = load<uint64_t>(base + 56);
+  if (!in_range(meta_off, meta_size, size) || !in_range(dir_off, dir_size, size) || !in_range(data_off, data_size, size)) {
+    return fail(StatusCode::kCorrupt, fmt::format("a section runs past the end of the file ({} bytes)", size));
+  }
+  if (data_off % kOrkpackPage != 0) {
+    return fail(StatusCode::kCorrupt, fmt::format("data section at {} is not page aligned", data_off));
+  }
+  auto overlaps = [](uint64_t a, uint64_t an, uint64_t b, uint64_t bn) { return a < b + bn && b < a + an; };
+  if (meta_off < 64 || dir_off < 64 || data_off < 64 || overlaps(meta_off, meta_size, dir_off, dir_size) ||
+      overlaps(meta_off, meta_size, data_off, data_size) || overlaps(dir_off, dir_size, data_off, data_size)) {
+    return fail(StatusCode::kCorrupt, "sections overlap");
+  }
+
+  auto meta = GgufFile::parse(MappedFile::from_bytes(std::vector<uint8_t>(base + meta_off, base + meta_off + meta_size),
+                                                     name + " (metadata)"));
+  if (!meta.is_ok()) return meta.status();
+  if (!meta->tensors().empty()) return fail(StatusCode::kCorrupt, "the metadata section holds tensors");
+  pack.metadata_ = std::move(meta).value();
+
+  Cursor cur(base + dir_off, dir_size);
+  uint64_t count = 0;
+  Status s = cur.read(&count, "tensor count");
+  if (!s.is_ok()) return s.with_context(name);
+  if (count > dir_size / 64) return fail(StatusCode::kCorrupt, fmt::format("tensor count {} cannot fit the directory", count));
+  pack.tensors_.resize(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    OrkpackTensor& e = pack.tensors_[i];
+    if (!(s = read_entry(cur, data_size, &e)).is_ok()) return s.with_context(name);
+    e.data = base + data_off + e.data_offset;
+    e.scales = e.scales_size > 0 ? reinterpret_cast<const float*>(base + data_off + e.scales_offset) : nullptr;
+    if (!pack.index_.emplace(e.spec.name, i).second) {
+      return fail(StatusCode::kCorrupt, fmt::format("tensor '{}' appears twice", e.spec.name));
+    }
+  }
+  return pack;
+}
+
+uint64_t OrkpackFile::rotation_seed() const {
+  const auto seed = metadata_.find_int("ork.rotation.seed");
+  return seed ? static_cast<uint64_t>(*seed) : 0;
+}
+
+const OrkpackTensor* OrkpackFile::find_tensor(const std::string& name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+}  // namespace ork

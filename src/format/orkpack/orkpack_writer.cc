@@ -1,0 +1,138 @@
+#include <cerrno>
+#include <cstring>
+
+#include "format/orkpack/orkpack.h"
+
+namespace ork {
+
+int64_t OrkpackTensorSpec::rows() const {
+  int64_t rows = 1;
+  for (size_t i = 1; i < dims.size(); ++i) rows *= static_cast<int64_t>(dims[i]);
+  return rows;
+}
+
+OrkpackWriter::~OrkpackWriter() {
+  if (f_ != nullptr) {
+    std::fclose(f_);
+    std::remove(tmp_.c_str());  // unfinished: never leave a partial file behind
+  }
+}
+
+OrkpackWriter::OrkpackWriter(OrkpackWriter&& o) noexcept
+    : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), f_(o.f_), pos_(o.pos_), metadata_size_(o.metadata_size_),
+      data_start_(o.data_start_), entries_(std::move(o.entries_)) {
+  o.f_ = nullptr;
+}
+
+Status OrkpackWriter::write(const void* p, size_t n) {
+  if (n > 0 && std::fwrite(p, 1, n, f_) != n) {
+    return error(StatusCode::kIo, "{}: write failed: {}", tmp_, std::strerror(errno));
+  }
+  pos_ += n;
+  return Status::ok();
+}
+
+Status OrkpackWriter::pad_to(uint64_t alignment) {
+  static const uint8_t zeros[kOrkpackPage] = {};
+  const uint64_t pad = (alignment - pos_ % alignment) % alignment;
+  return write(zeros, pad);
+}
+
+Result<OrkpackWriter> OrkpackWriter::create(const std::string& path, const std::vector<uint8_t>& metadata) {
+  OrkpackWriter w;
+  w.path_ = path;
+  w.tmp_ = path + ".tmp";
+  w.f_ = std::fopen(w.tmp_.c_str(), "wb");
+  if (w.f_ == nullptr) return error(StatusCode::kIo, "{}: cannot create: {}", w.tmp_, std::strerror(errno));
+  const std::vector<uint8_t> header(64, 0);  // rewritten by finish()
+  ORK_RETURN_IF_ERROR(w.write(header.data(), header.size()));
+  ORK_RETURN_IF_ERROR(w.write(metadata.data(), metadata.size()));
+  w.metadata_size_ = metadata.size();
+  ORK_RETURN_IF_ERROR(w.pad_to(kOrkpackPage));
+  w.data_start_ = w.pos_;
+  return w;
+}
+
+Status OrkpackWriter::add_tensor(const OrkpackTensorSpec& spec, std::span<const uint8_t> data,
+                                 std::span<const float> scales) {
+  const uint64_t want = tier_data_bytes(spec.tier, spec.rows(), spec.k_stored);
+  const uint64_t want_scales = tier_info(spec.tier).has_scales ? static_cast<uint64_t>(spec.rows()) : 0;
+  if (data.size() != want || scales.size() != want_scales) {
+    return error(StatusCode::kInternal, "{}: tensor '{}': {} data bytes and {} scales given, {} and {} expected", tmp_,
+                 spec.name, data.size(), scales.size(), want, want_scales);
+  }
+  OrkpackTensor e;
+  e.spec = spec;
+  ORK_RETURN_IF_ERROR(pad_to(kOrkpackAlign));
+  e.data_offset = pos_ - data_start_;
+  e.data_size = data.size();
+  ORK_RETURN_IF_ERROR(write(data.data(), data.size()));
+  if (!scales.empty()) {
+    ORK_RETURN_IF_ERROR(pad_to(kOrkpackAlign));
+    e.scales_offset = pos_ - data_start_;
+    e.scales_size = scales.size() * 4;
+    ORK_RETURN_IF_ERROR(write(scales.data(), e.scales_size));
+  }
+  entries_.push_back(std::move(e));
+  return Status::ok();
+}
+
+namespace {
+
+template <typename T>
+void put(std::vector<uint8_t>& out, T v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(p[i]);
+}
+
+}  // namespace
+
+Status OrkpackWriter::finish() {
+  ORK_RETURN_IF_ERROR(pad_to(kOrkpackAlign));
+  const uint64_t data_size = pos_ - data_start_;
+  std::vector<uint8_t> dir;
+  put<uint64_t>(dir, entries_.size());
+  for (const OrkpackTensor& e : entries_) {
+    const OrkpackTensorSpec& s = e.spec;
+    put<uint64_t>(dir, s.name.size());
+    for (char c : s.name) dir.push_back(static_cast<uint8_t>(c));
+    put<uint32_t>(dir, static_cast<uint32_t>(s.tier));
+    put<uint32_t>(dir, static_cast<uint32_t>(s.layout));
+    put<uint32_t>(dir, static_cast<uint32_t>(s.dims.size()));
+    for (uint64_t d : s.dims) put<uint64_t>(dir, d);
+    put<uint64_t>(dir, static_cast<uint64_t>(s.k_stored));
+    put<uint32_t>(dir, s.rotation_block > 0 ? 1u : 0u);
+    put<uint32_t>(dir, s.rotation_block);
+    put<uint64_t>(dir, e.data_offset);
+    put<uint64_t>(dir, e.data_size);
+    put<uint64_t>(dir, e.scales_offset);
+    put<uint64_t>(dir, e.scales_size);
+    put<float>(dir, s.error);
+  }
+  const uint64_t dir_offset = pos_;
+  ORK_RETURN_IF_ERROR(write(dir.data(), dir.size()));
+
+  std::vector<uint8_t> header;
+  for (char c : std::string("ORKPACK", 8)) header.push_back(static_cast<uint8_t>(c));
+  put<uint32_t>(header, kOrkpackVersion);
+  put<uint32_t>(header, 64);
+  put<uint64_t>(header, 64);
+  put<uint64_t>(header, metadata_size_);
+  put<uint64_t>(header, dir_offset);
+  put<uint64_t>(header, dir.size());
+  put<uint64_t>(header, data_start_);
+  put<uint64_t>(header, data_size);
+  if (std::fseek(f_, 0, SEEK_SET) != 0 || std::fwrite(header.data(), 1, header.size(), f_) != header.size()) {
+    return error(StatusCode::kIo, "{}: cannot write the header: {}", tmp_, std::strerror(errno));
+  }
+  const int closed = std::fclose(f_);
+  f_ = nullptr;
+  if (closed != 0 || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp_.c_str());
+    return error(StatusCode::kIo, "{}: cannot finish: {}", path_, std::strerror(err));
+  }
+  return Status::ok();
+}
+
+}  // namespace ork

@@ -1,0 +1,34 @@
+// Bit-plane addressing of orkpack's row-major layout (docs/FORMAT.md):
+// nibble planes pack groups of 32 weights in 16 bytes, weight 32g + j in the
+// low nibble of byte 16g + j and 32g + j + 16 in its high nibble, so a SIMD
+// kernel unpacks a group with one mask and one shift.
+#pragma once
+
+#include <cstdint>
+
+namespace ork::planes {
+
+inline uint8_t get_nibble(const uint8_t* row, int64_t e) {
+  const uint8_t b = row[(e / 32) * 16 + (e % 16)];
+  return (e % 32) < 16 ? (b & 0x0F) : (b >> 4);
+}
+
+inline void set_nibble(uint8_t* row, int64_t e, uint8_t v) {
+  uint8_t& b = row[(e / 32) * 16 + (e % 16)];
+  b = (e % 32) < 16 ? static_cast<uint8_t>((b & 0xF0) | (v & 0x0F)) : static_cast<uint8_t>((b & 0x0F) | (v << 4));
+}
+
+inline uint8_t get_bits(const uint8_t* row, int64_t e, int bits) {
+  const int per_byte = 8 / bits;
+  return static_cast<uint8_t>((row[e / per_byte] >> (bits * (e % per_byte))) & ((1 << bits) - 1));
+}
+
+inline void set_bits(uint8_t* row, int64_t e, int bits, uint8_t v) {
+  const int per_byte = 8 / bits;
+  const int shift = bits * static_cast<int>(e % per_byte);
+  const auto mask = static_cast<uint8_t>(((1 << bits) - 1) << shift);
+  uint8_t& b = row[e / per_byte];
+  b = static_cast<uint8_t>((b & ~mask) | ((v << shift) & mask));
+}
+
+}  // namespace ork::planes

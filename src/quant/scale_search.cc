@@ -1,0 +1,55 @@
+#include "quant/scale_search.h"
+
+#include <limits>
+
+namespace ork {
+namespace {
+
+double weighted_error(const float* w, const float* imp, int64_t n, const Grid& grid, float scale) {
+  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+  double err = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    const float r = scale * grid.level(grid.index(w[j] * inv));
+    const double d = static_cast<double>(w[j]) - r;
+    err += (imp != nullptr ? imp[j] : 1.0f) * d * d;
+  }
+  return err;
+}
+
+}  // namespace
+
+ScaleChoice search_scale(const float* w, const float* imp, int64_t n, const Grid& grid) {
+  float amax = 0.0f;
+  for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(w[j]));
+  ScaleChoice best;
+  if (amax == 0.0f) return best;  // an all-zero row: scale 0, codes 0, no error
+  best.error = std::numeric_limits<double>::infinity();
+  const float base = amax / grid.max_abs();
+  constexpr int kSteps = 28;
+  for (int i = 0; i <= kSteps; ++i) {
+    const float scale = base * (0.5f + 0.7f * static_cast<float>(i) / kSteps);
+    const double err = weighted_error(w, imp, n, grid, scale);
+    if (err < best.error) best = {scale, err};
+  }
+  // For fixed codes the best scale is a weighted least-squares fit; a new
+  // scale may move some codes, so iterate a little and keep the best.
+  for (int iter = 0; iter < 3; ++iter) {
+    const float inv = 1.0f / best.scale;
+    double num = 0.0, den = 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double v = grid.level(grid.index(w[j] * inv));
+      const double iw = imp != nullptr ? imp[j] : 1.0;
+      num += iw * w[j] * v;
+      den += iw * v * v;
+    }
+    if (den <= 0.0) break;
+    const auto scale = static_cast<float>(num / den);
+    if (!(scale > 0.0f) || scale == best.scale) break;
+    const double err = weighted_error(w, imp, n, grid, scale);
+    if (err >= best.error) break;
+    best = {scale, err};
+  }
+  return best;
+}
+
+}  // namespace ork

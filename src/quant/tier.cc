@@ -1,0 +1,129 @@
+#include "quant/tier.h"
+
+#include <array>
+#include <cstring>
+
+#include "core/half.h"
+#include "quant/tier_impl.h"
+
+namespace ork {
+namespace {
+
+constexpr std::array<TierInfo, kTierCount> kTiers = {{
+    {Tier::kF32, "f32", 32, false},
+    {Tier::kF16, "f16", 16, false},
+    {Tier::kI8, "i8", 8, true},
+    {Tier::kI4, "i4", 4, true},
+    {Tier::kNf4, "nf4", 4, true},
+    {Tier::kI5, "i5", 5, true},
+    {Tier::kI6, "i6", 6, true},
+    {Tier::kI8s, "i8s", 8, true},
+}};
+
+// Bytes per row of each plane: [first plane, second plane].
+std::array<int64_t, 2> plane_row_bytes(Tier tier, int64_t k) {
+  switch (tier) {
+    case Tier::kF32: return {4 * k, 0};
+    case Tier::kF16: return {2 * k, 0};
+    case Tier::kI8: return {k, 0};
+    case Tier::kI4:
+    case Tier::kNf4: return {k / 2, 0};
+    case Tier::kI5: return {k / 2, k / 8};
+    case Tier::kI6: return {k / 2, k / 4};
+    case Tier::kI8s: return {k / 2, k / 2};
+  }
+  return {0, 0};
+}
+
+tiers::ConstRowPlanes row_planes(const TierTensor& t, int64_t r) {
+  const auto [b0, b1] = plane_row_bytes(t.tier, t.k_stored);
+  const uint8_t* p1 = b1 > 0 ? t.data + b0 * t.rows : nullptr;
+  return {t.data + b0 * r, p1 != nullptr ? p1 + b1 * r : nullptr};
+}
+
+}  // namespace
+
+const TierInfo& tier_info(Tier tier) { return kTiers[static_cast<size_t>(tier)]; }
+
+std::optional<Tier> tier_from_id(uint32_t id) {
+  if (id >= kTierCount) return std::nullopt;
+  return static_cast<Tier>(id);
+}
+
+std::optional<Tier> tier_from_name(std::string_view name) {
+  for (const TierInfo& t : kTiers) {
+    if (t.name == name) return t.tier;
+  }
+  return std::nullopt;
+}
+
+std::string_view tier_name(Tier tier) { return tier_info(tier).name; }
+
+uint64_t tier_data_bytes(Tier tier, int64_t rows, int64_t k_stored) {
+  const auto [b0, b1] = plane_row_bytes(tier, k_stored);
+  return static_cast<uint64_t>((b0 + b1) * rows);
+}
+
+double quantize_tier(Tier tier, const float* w, const float* importance, int64_t rows, int64_t k, uint8_t* data,
+                     float* scales) {
+  std::memset(data, 0, tier_data_bytes(tier, rows, k));
+  const auto [b0, b1] = plane_row_bytes(tier, k);
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = w + r * k;
+    tiers::RowPlanes out{data + b0 * r, b1 > 0 ? data + b0 * rows + b1 * r : nullptr};
+    switch (tier) {
+      case Tier::kF32:
+      case Tier::kF16: {
+        for (int64_t j = 0; j < k; ++j) {
+          float v = row[j];
+          if (tier == Tier::kF16) {
+            const uint16_t h = f32_to_f16(v);
+            std::memcpy(out.p0 + 2 * j, &h, 2);
+            v = f16_to_f32(h);
+          } else {
+            std::memcpy(out.p0 + 4 * j, &v, 4);
+          }
+          const double d = static_cast<double>(row[j]) - v;
+          total += (importance != nullptr ? importance[j] : 1.0f) * d * d;
+        }
+        break;
+      }
+      case Tier::kI8: total += tiers::quantize_i8_row(row, importance, k, out, &scales[r]); break;
+      case Tier::kI4: total += tiers::quantize_i4_row(row, importance, k, out, &scales[r]); break;
+      case Tier::kNf4: total += tiers::quantize_nf4_row(row, importance, k, out, &scales[r]); break;
+      case Tier::kI5: total += tiers::quantize_wide_row(1, row, importance, k, out, &scales[r]); break;
+      case Tier::kI6: total += tiers::quantize_wide_row(2, row, importance, k, out, &scales[r]); break;
+      case Tier::kI8s: total += tiers::quantize_i8s_row(row, importance, k, out, &scales[r]); break;
+    }
+  }
+  return total;
+}
+
+void dequantize_tier_row(const TierTensor& t, int64_t r, float* out) {
+  const tiers::ConstRowPlanes in = row_planes(t, r);
+  const int64_t k = t.k_stored;
+  const float s = t.scales != nullptr ? t.scales[r] : 0.0f;
+  switch (t.tier) {
+    case Tier::kF32: std::memcpy(out, in.p0, static_cast<size_t>(k) * 4); return;
+    case Tier::kF16:
+      for (int64_t j = 0; j < k; ++j) {
+        uint16_t h;
+        std::memcpy(&h, in.p0 + 2 * j, 2);
+        out[j] = f16_to_f32(h);
+      }
+      return;
+    case Tier::kI8: tiers::dequantize_i8_row(in, s, k, out); return;
+    case Tier::kI4: tiers::dequantize_i4_row(in, s, k, out); return;
+    case Tier::kNf4: tiers::dequantize_nf4_row(in, s, k, out); return;
+    case Tier::kI5: tiers::dequantize_wide_row(1, in, s, k, out); return;
+    case Tier::kI6: tiers::dequantize_wide_row(2, in, s, k, out); return;
+    case Tier::kI8s: tiers::dequantize_i8s_row(in, s, k, out); return;
+  }
+}
+
+void dequantize_i8s_high_row(const TierTensor& t, int64_t r, float* out) {
+  tiers::dequantize_i8s_high_row(row_planes(t, r), t.scales[r], t.k_stored, out);
+}
+
+}  // namespace ork

@@ -1,0 +1,67 @@
+// orkpack precision tiers (docs/FORMAT.md): what each stores, how many bits,
+// and the reference quantizer and dequantizer of each. Every quantized tier
+// has one f32 scale per output row.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ork {
+
+enum class Tier : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kI8 = 2,
+  kI4 = 3,
+  kNf4 = 4,
+  kI5 = 5,
+  kI6 = 6,
+  kI8s = 7,
+};
+inline constexpr uint32_t kTierCount = 8;
+
+struct TierInfo {
+  Tier tier;
+  std::string_view name;
+  int bits;          // per weight, excluding the per-row scale
+  bool has_scales;   // quantized tiers carry one f32 scale per row
+};
+
+const TierInfo& tier_info(Tier tier);
+std::optional<Tier> tier_from_id(uint32_t id);
+std::optional<Tier> tier_from_name(std::string_view name);
+std::string_view tier_name(Tier tier);
+
+// Rows are stored padded with zeros to a multiple of this many weights.
+inline constexpr int64_t kTierGroup = 32;
+inline int64_t tier_stored_k(int64_t k) { return (k + kTierGroup - 1) / kTierGroup * kTierGroup; }
+
+// Bytes of all planes of `rows` rows of `k_stored` weights (scales excluded).
+uint64_t tier_data_bytes(Tier tier, int64_t rows, int64_t k_stored);
+
+// A stored tensor: its planes and its per-row scales (null for f16/f32).
+struct TierTensor {
+  Tier tier = Tier::kF32;
+  const uint8_t* data = nullptr;
+  const float* scales = nullptr;
+  int64_t rows = 0;
+  int64_t k_stored = 0;
+};
+
+// Quantizes `rows` rows of `k_stored` floats (already padded, and rotated if
+// the tensor is) into `data` (tier_data_bytes) and `scales` (rows floats;
+// unused for f16/f32). `importance` holds one non-negative weight per
+// column, or is null for uniform: the scale of each row minimises
+// sum_j importance_j (w_j - w'_j)^2 by search. Returns that summed error.
+double quantize_tier(Tier tier, const float* w, const float* importance, int64_t rows, int64_t k_stored, uint8_t* data,
+                     float* scales);
+
+// Reference dequantization of row r (k_stored floats).
+void dequantize_tier_row(const TierTensor& t, int64_t r, float* out);
+
+// i8s only: row r as the CPU's critical path reads it — the high plane alone,
+// an i4-range code with the tensor's scale.
+void dequantize_i8s_high_row(const TierTensor& t, int64_t r, float* out);
+
+}  // namespace ork

@@ -1,0 +1,37 @@
+// Per-tier quantizers and dequantizers behind quant/tier.h (one file each).
+// Each quantizes one row of k weights into its planes (row pointers given)
+// and returns the row's weighted error; dequantizers read one row.
+#pragma once
+
+#include <cstdint>
+
+namespace ork::tiers {
+
+// Row pointers into each plane of a tier, for one row.
+struct RowPlanes {
+  uint8_t* p0 = nullptr;  // first plane (codes / nibbles / floats)
+  uint8_t* p1 = nullptr;  // second plane (bit plane, residual nibbles), if any
+};
+struct ConstRowPlanes {
+  const uint8_t* p0 = nullptr;
+  const uint8_t* p1 = nullptr;
+};
+
+double quantize_i8_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale);
+void dequantize_i8_row(ConstRowPlanes in, float scale, int64_t k, float* out);
+
+double quantize_i4_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale);
+void dequantize_i4_row(ConstRowPlanes in, float scale, int64_t k, float* out);
+
+double quantize_nf4_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale);
+void dequantize_nf4_row(ConstRowPlanes in, float scale, int64_t k, float* out);
+
+// i5 (extra_bits 1) and i6 (extra_bits 2): a nibble plane plus a narrow plane.
+double quantize_wide_row(int extra_bits, const float* w, const float* imp, int64_t k, RowPlanes out, float* scale);
+void dequantize_wide_row(int extra_bits, ConstRowPlanes in, float scale, int64_t k, float* out);
+
+double quantize_i8s_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale);
+void dequantize_i8s_row(ConstRowPlanes in, float scale, int64_t k, float* out);
+void dequantize_i8s_high_row(ConstRowPlanes in, float scale, int64_t k, float* out);
+
+}  // namespace ork::tiers
