@@ -12,6 +12,11 @@ Context::Context(const Model& model, int n_ctx)
   v_cache_.assign(cache, 0.0f);
 }
 
+void Context::matmul(const ref::WeightView& w, const float* x, int n, float* y) {
+  if (observer_) observer_(w, x, n);
+  ref::matmul(w, x, n, y, 0, w.rows);
+}
+
 void Context::resize_scratch(int n) {
   const auto un = static_cast<size_t>(n);
   x_.resize(un * c_.n_embd);
@@ -26,10 +31,6 @@ void Context::resize_scratch(int n) {
 }
 
 namespace {
-
-void matmul(const ref::WeightView& w, const std::vector<float>& x, int n, std::vector<float>& y) {
-  ref::matmul(w, x.data(), n, y.data(), 0, w.rows);
-}
 
 void add_bias(std::vector<float>& y, const std::vector<float>& bias, int n) {
   if (bias.empty()) return;
@@ -85,9 +86,9 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
     for (int t = 0; t < n; ++t) {
       ref::rms_norm(&x_[static_cast<size_t>(t) * E], L.attn_norm.data(), E, c_.rms_eps, &xn_[static_cast<size_t>(t) * E]);
     }
-    matmul(L.wq, xn_, n, q_);
-    matmul(L.wk, xn_, n, k_);
-    matmul(L.wv, xn_, n, v_);
+    matmul(L.wq, xn_.data(), n, q_.data());
+    matmul(L.wk, xn_.data(), n, k_.data());
+    matmul(L.wv, xn_.data(), n, v_.data());
     add_bias(q_, L.bq, n);
     add_bias(k_, L.bk, n);
     add_bias(v_, L.bv, n);
@@ -109,17 +110,17 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
 
     }
     attention(il, n);
-    matmul(L.wo, attn_, n, xn_);
+    matmul(L.wo, attn_.data(), n, xn_.data());
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
 
     // Feed-forward block: x += W_down · (silu(W_gate·n(x)) * W_up·n(x))
     for (int t = 0; t < n; ++t) {
       ref::rms_norm(&x_[static_cast<size_t>(t) * E], L.ffn_norm.data(), E, c_.rms_eps, &xn_[static_cast<size_t>(t) * E]);
     }
-    matmul(L.w_gate, xn_, n, gate_);
-    matmul(L.w_up, xn_, n, up_);
+    matmul(L.w_gate, xn_.data(), n, gate_.data());
+    matmul(L.w_up, xn_.data(), n, up_.data());
     ref::swiglu(gate_.data(), up_.data(), static_cast<int64_t>(n) * c_.n_ff, gate_.data());
-    matmul(L.w_down, gate_, n, xn_);
+    matmul(L.w_down, gate_.data(), n, xn_.data());
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
   }
 
@@ -131,7 +132,7 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
                   &normed[static_cast<size_t>(t - first) * E]);
   }
   std::vector<float> logits(static_cast<size_t>(n_out) * c_.n_vocab);
-  ref::matmul(model_.output(), normed.data(), n_out, logits.data(), 0, c_.n_vocab);
+  matmul(model_.output(), normed.data(), n_out, logits.data());
   n_past_ += n;
   return logits;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -25,6 +26,11 @@ class Context {
   // floats), or of every token when `all_logits` is set (n x n_vocab).
   Result<std::vector<float>> eval(std::span<const int32_t> tokens, bool all_logits = false);
 
+  // Called with every matmul's weight and input (n_tokens x cols floats)
+  // before it runs: how importance matrices are collected.
+  using MatmulObserver = std::function<void(const ref::WeightView& w, const float* x, int n_tokens)>;
+  void set_observer(MatmulObserver observer) { observer_ = std::move(observer); }
+
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
   // Forgets the cache from position `pos` on (0 = everything).
@@ -32,12 +38,14 @@ class Context {
 
  private:
   void attention(int layer, int n_tokens);
+  void matmul(const ref::WeightView& w, const float* x, int n, float* y);
   void resize_scratch(int n_tokens);
 
   const Model& model_;
   const ModelConfig& c_;
   int n_ctx_;
   int n_past_ = 0;
+  MatmulObserver observer_;
   std::vector<float> k_cache_;  // [layer][pos][kv_dim]
   std::vector<float> v_cache_;
 

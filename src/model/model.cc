@@ -62,6 +62,7 @@ class Binder {
       v.k_stored = t->spec.k_stored;
       v.rotation_block = static_cast<int>(t->spec.rotation_block);
       v.rotation_seed = pack_->rotation_seed();
+      v.name = t->spec.name.c_str();
       return e;
     }
     const GgufTensorInfo* t = gguf_.find_tensor(name);
@@ -71,8 +72,8 @@ class Binder {
                    ggml_type_name(t->type));
     }
     e.dims = t->dims;
-    e.view = ref::WeightView{t->type, t->data, static_cast<int64_t>(t->ne(0)), static_cast<int64_t>(t->rows()),
-                             t->bytes / t->rows()};
+    e.view = ref::WeightView{t->type, t->name.c_str(), t->data, static_cast<int64_t>(t->ne(0)),
+                             static_cast<int64_t>(t->rows()), t->bytes / t->rows()};
     return e;
   }
 

@@ -18,7 +18,7 @@ double weighted_error(const float* w, const float* imp, int64_t n, const Grid& g
 
 }  // namespace
 
-ScaleChoice search_scale(const float* w, const float* imp, int64_t n, const Grid& grid) {
+ScaleChoice search_scale(const float* w, const float* imp, int64_t n, const Grid& grid, float min_scale) {
   float amax = 0.0f;
   for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(w[j]));
   ScaleChoice best;
@@ -27,7 +27,7 @@ ScaleChoice search_scale(const float* w, const float* imp, int64_t n, const Grid
   const float base = amax / grid.max_abs();
   constexpr int kSteps = 28;
   for (int i = 0; i <= kSteps; ++i) {
-    const float scale = base * (0.5f + 0.7f * static_cast<float>(i) / kSteps);
+    const float scale = std::max(min_scale, base * (0.5f + 0.7f * static_cast<float>(i) / kSteps));
     const double err = weighted_error(w, imp, n, grid, scale);
     if (err < best.error) best = {scale, err};
   }
@@ -43,7 +43,7 @@ ScaleChoice search_scale(const float* w, const float* imp, int64_t n, const Grid
       den += iw * v * v;
     }
     if (den <= 0.0) break;
-    const auto scale = static_cast<float>(num / den);
+    const auto scale = std::max(min_scale, static_cast<float>(num / den));
     if (!(scale > 0.0f) || scale == best.scale) break;
     const double err = weighted_error(w, imp, n, grid, scale);
     if (err >= best.error) break;

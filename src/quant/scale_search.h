@@ -51,7 +51,8 @@ struct ScaleChoice {
 };
 
 // Searches scale = max|w| / max_abs * f over f in [0.5, 1.2], then refines
-// by least squares for the codes of the best candidate. importance may be null.
-ScaleChoice search_scale(const float* w, const float* importance, int64_t n, const Grid& grid);
+// by least squares for the codes of the best candidate. importance may be
+// null. Scales below `min_scale` are not considered.
+ScaleChoice search_scale(const float* w, const float* importance, int64_t n, const Grid& grid, float min_scale = 0.0f);
 
 }  // namespace ork

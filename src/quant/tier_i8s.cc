@@ -1,8 +1,12 @@
 // i8s, the split tier: w ~ s * (h + l/16). h is the round-to-nearest code
-// on the scale a 4-bit search picks (|h| <= 7, so it is a valid i4 code by
-// itself) and l the rounded residual in sixteenths. The CPU reads the high
-// plane alone (i4 speed, i4 accuracy); 16h + l is an int8 code with scale
-// s/16 for the NPU. One stored copy, two precisions.
+// (|h| <= 7, so it is a valid i4 code by itself) and l the rounded residual
+// in sixteenths. The CPU reads the high plane alone (i4 speed); 16h + l is
+// an int8 code with scale s/16 for the NPU. One stored copy, two precisions.
+//
+// The scale is searched for the high plane's error, but never below
+// max|w| / 7.4375, the largest value h + l/16 reaches: a smaller scale
+// would clip outliers that the int8 reading could otherwise represent, and
+// i8s exists for sensitive tensors whose int8 reading must be i8-class.
 #include <algorithm>
 #include <cmath>
 
@@ -14,7 +18,9 @@ namespace ork::tiers {
 
 double quantize_i8s_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale) {
   const Grid grid = Grid::integers(-7, 7);
-  const ScaleChoice c = search_scale(w, imp, k, grid);
+  float amax = 0.0f;
+  for (int64_t j = 0; j < k; ++j) amax = std::max(amax, std::fabs(w[j]));
+  const ScaleChoice c = search_scale(w, imp, k, grid, amax / 7.4375f);
   const float s = c.scale;
   const float inv = s != 0.0f ? 1.0f / s : 0.0f;
   double err = 0.0;

@@ -12,6 +12,9 @@ using Runner = std::function<int()>;
 Runner add_run(CLI::App& app);
 Runner add_inspect(CLI::App& app);
 Runner add_synth(CLI::App& app);
+Runner add_pack(CLI::App& app);
+Runner add_ppl(CLI::App& app);
+Runner add_imatrix(CLI::App& app);
 
 // Prints "ork: <message>" to stderr and returns 1.
 int fail(const std::string& message);

@@ -14,7 +14,7 @@ int fail(const std::string& message) {
 }  // namespace ork::cli
 
 int main(int argc, char** argv) {
-  CLI::App app{"ork — runs quantized LLMs (GGUF) on the CPU; NPU engines to come.\n"
+  CLI::App app{"ork — runs quantized LLMs (GGUF, orkpack) on the CPU; NPU engines to come.\n"
                "Run `ork <command> --help` for a command's options."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ork 0.1.0");
@@ -24,7 +24,10 @@ int main(int argc, char** argv) {
     commands.emplace_back(sub, setup(*sub));
   };
   add("run", "Generate text from a prompt (no -m: a built-in synthetic model)", ork::cli::add_run);
-  add("inspect", "Print a GGUF file's metadata and tensor table", ork::cli::add_inspect);
+  add("inspect", "Print a GGUF or orkpack file's metadata and tensor table", ork::cli::add_inspect);
+  add("pack", "Convert a GGUF into an orkpack: per-channel tiers planned under a bit budget", ork::cli::add_pack);
+  add("imatrix", "Collect an importance matrix on calibration text", ork::cli::add_imatrix);
+  add("ppl", "Perplexity, and KL divergence / top-1 / RMS delta-p against a reference", ork::cli::add_ppl);
   add("synth", "Write a synthetic model (random weights) of any supported architecture", ork::cli::add_synth);
   try {
     app.parse(argc, argv);

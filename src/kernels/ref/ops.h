@@ -19,6 +19,7 @@ namespace ork::ref {
 // one scale per row, and rotated along K when `rotation_block` > 0.
 struct WeightView {
   GgmlType type = GgmlType::kF32;
+  const char* name = nullptr;  // the tensor's name, for observers and errors
   const uint8_t* data = nullptr;
   int64_t cols = 0;
   int64_t rows = 0;

@@ -1,0 +1,138 @@
+#include "model/perplexity.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/forward.h"
+
+namespace ork {
+
+void log_softmax(std::span<float> x) {
+  const float max = *std::max_element(x.begin(), x.end());
+  double sum = 0;
+  for (float v : x) sum += std::exp(static_cast<double>(v) - max);
+  const auto log_sum = static_cast<float>(std::log(sum)) + max;
+  for (float& v : x) v -= log_sum;
+}
+
+void QualityAccumulator::add(std::span<const float> lp, std::span<const float> base, int32_t target) {
+  const double nll = -lp[static_cast<size_t>(target)];
+  ++n_;
+  nll_ += nll;
+  nll2_ += nll * nll;
+  if (base.empty()) return;
+  has_base_ = true;
+  const double base_nll = -base[static_cast<size_t>(target)];
+  base_nll_ += base_nll;
+  base_nll2_ += base_nll * base_nll;
+  double kl = 0;
+  for (size_t i = 0; i < lp.size(); ++i) {
+    const double pb = std::exp(static_cast<double>(base[i]));
+    kl += pb * (static_cast<double>(base[i]) - lp[i]);
+  }
+  kld_ += kl;
+  kld2_ += kl * kl;
+  const auto argmax = [](std::span<const float> v) { return std::max_element(v.begin(), v.end()) - v.begin(); };
+  same_ += argmax(lp) == argmax(base) ? 1.0 : 0.0;
+  const double dp = std::exp(-nll) - std::exp(-base_nll);
+  dp2_ += dp * dp;
+  dp4_ += dp * dp * dp * dp;
+}
+
+namespace {
+
+// Mean and standard error of the mean from a sum and a sum of squares.
+Estimate mean_of(double sum, double sum2, uint64_t n) {
+  if (n == 0) return {};
+  const double mean = sum / static_cast<double>(n);
+  const double var = n > 1 ? std::max(0.0, (sum2 / static_cast<double>(n) - mean * mean)) * n / (n - 1.0) : 0.0;
+  return {mean, std::sqrt(var / static_cast<double>(n))};
+}
+
+}  // namespace
+
+QualityStats QualityAccumulator::finish() const {
+  QualityStats s;
+  s.tokens = n_;
+  s.ln_ppl = mean_of(nll_, nll2_, n_);
+  s.ppl = {std::exp(s.ln_ppl.value), std::exp(s.ln_ppl.value) * s.ln_ppl.err};  // delta method
+  s.has_base = has_base_;
+  if (has_base_) {
+    const Estimate base_ln = mean_of(base_nll_, base_nll2_, n_);
+    s.base_ppl = {std::exp(base_ln.value), std::exp(base_ln.value) * base_ln.err};
+    s.kld = mean_of(kld_, kld2_, n_);
+    s.top1 = mean_of(same_, same_, n_);
+    // RMS = sqrt(mean dp^2); its error by the delta method from mean dp^2's.
+    const Estimate ms = mean_of(dp2_, dp4_, n_);
+    const double rms = std::sqrt(ms.value);
+    s.rms_dp = {rms, rms > 0 ? ms.err / (2 * rms) : 0.0};
+  }
+  return s;
+}
+
+namespace {
+
+Result<WindowScores> score_window(Context& ctx, const std::vector<int32_t>& window, int first) {
+  ctx.truncate(0);
+  ORK_ASSIGN_OR_RETURN(std::vector<float> logits, ctx.eval(window, /*all_logits=*/true));
+  const size_t n_vocab = logits.size() / window.size();
+  WindowScores scores;
+  for (size_t j = static_cast<size_t>(first); j + 1 < window.size(); ++j) {
+    std::vector<float> lp(logits.begin() + static_cast<long>(j * n_vocab),
+                          logits.begin() + static_cast<long>((j + 1) * n_vocab));
+    log_softmax(lp);
+    scores.push_back(std::move(lp));
+  }
+  return scores;
+}
+
+}  // namespace
+
+Result<QualityStats> measure_quality(const Model& model, const std::vector<int32_t>& tokens, int32_t bos,
+                                     const PerplexityOptions& o, const Model* base,
+                                     const std::vector<WindowScores>* base_scores, std::vector<WindowScores>* save_base,
+                                     const std::function<void(int, int)>& progress) {
+  if (o.n_ctx < 4) return error(StatusCode::kInvalidArgument, "perplexity: context {} is too short", o.n_ctx);
+  int chunks = static_cast<int>(tokens.size() / static_cast<size_t>(o.n_ctx));
+  if (o.max_chunks > 0) chunks = std::min(chunks, o.max_chunks);
+  if (chunks == 0) {
+    return error(StatusCode::kInvalidArgument, "perplexity: {} tokens do not fill one window of {} (need {})",
+                 tokens.size(), o.n_ctx, o.n_ctx);
+  }
+  if (base != nullptr && base->config().n_vocab != model.config().n_vocab) {
+    return error(StatusCode::kInvalidArgument, "the reference model's vocabulary ({}) differs from the model's ({})",
+                 base->config().n_vocab, model.config().n_vocab);
+  }
+  if (base_scores != nullptr && static_cast<int>(base_scores->size()) < chunks) {
+    return error(StatusCode::kInvalidArgument, "the KL base holds {} windows, {} are needed", base_scores->size(), chunks);
+  }
+  Context ctx(model, o.n_ctx);
+  std::optional<Context> base_ctx;
+  if (base != nullptr) base_ctx.emplace(*base, o.n_ctx);
+  QualityAccumulator acc;
+  const int first = o.n_ctx / 2;
+  for (int c = 0; c < chunks; ++c) {
+    std::vector<int32_t> window(tokens.begin() + static_cast<long>(c) * o.n_ctx,
+                                tokens.begin() + static_cast<long>(c + 1) * o.n_ctx);
+    if (bos >= 0) window[0] = bos;
+    ORK_ASSIGN_OR_RETURN(WindowScores scores, score_window(ctx, window, first));
+    WindowScores base_window;
+    if (base_ctx) {
+      ORK_ASSIGN_OR_RETURN(base_window, score_window(*base_ctx, window, first));
+    } else if (base_scores != nullptr) {
+      base_window = (*base_scores)[static_cast<size_t>(c)];
+      if (base_window.size() != scores.size() || base_window[0].size() != scores[0].size()) {
+        return error(StatusCode::kInvalidArgument, "the KL base does not match this text, context or vocabulary");
+      }
+    }
+    for (size_t j = 0; j < scores.size(); ++j) {
+      const int32_t target = window[static_cast<size_t>(first) + j + 1];
+      acc.add(scores[j], base_window.empty() ? std::span<const float>() : std::span<const float>(base_window[j]), target);
+    }
+    if (save_base != nullptr) save_base->push_back(std::move(scores));
+    if (progress) progress(c + 1, chunks);
+  }
+  return acc.finish();
+}
+
+}  // namespace ork

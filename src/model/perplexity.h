@@ -1,0 +1,70 @@
+// Perplexity and the distribution-distance measures of llama.cpp's
+// perplexity tool, computed the same way: the text is cut into windows of
+// n_ctx tokens (the first replaced by BOS), each evaluated from an empty
+// cache, and only the second half of each window is scored (positions
+// n_ctx/2 .. n_ctx-2 predicting the next token), so every scored token has
+// at least n_ctx/2 tokens of context.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "model/model.h"
+#include "ork/status.h"
+
+namespace ork {
+
+struct Estimate {
+  double value = 0;
+  double err = 0;  // one standard error
+};
+
+struct QualityStats {
+  uint64_t tokens = 0;
+  Estimate ppl;
+  Estimate ln_ppl;       // mean negative log-likelihood
+  bool has_base = false;
+  Estimate kld;          // mean KL(base || model)
+  Estimate top1;         // fraction of tokens whose argmax agrees with the base
+  Estimate rms_dp;       // RMS of p_model(next) - p_base(next)
+  Estimate base_ppl;
+};
+
+// Accumulates per-token scores; log-prob vectors are n_vocab long.
+class QualityAccumulator {
+ public:
+  void add(std::span<const float> logprobs, std::span<const float> base_logprobs, int32_t target);
+  QualityStats finish() const;
+
+ private:
+  uint64_t n_ = 0;
+  double nll_ = 0, nll2_ = 0, base_nll_ = 0, base_nll2_ = 0;
+  double kld_ = 0, kld2_ = 0, same_ = 0, dp2_ = 0, dp4_ = 0;
+  bool has_base_ = false;
+};
+
+// In-place log-softmax.
+void log_softmax(std::span<float> logits);
+
+// Log-probabilities (n_vocab each) of the scored positions of one window.
+using WindowScores = std::vector<std::vector<float>>;
+
+struct PerplexityOptions {
+  int n_ctx = 128;
+  int max_chunks = 0;  // 0 = every full window
+};
+
+// Scores `tokens` with `model` and, if given, compares with `base`
+// (another model, e.g. the f32 original) or with stored base log-probs
+// (`base_scores`, one WindowScores per chunk). `save_base`, if set,
+// receives the model's own scores per chunk (to store as a base).
+Result<QualityStats> measure_quality(const Model& model, const std::vector<int32_t>& tokens, int32_t bos,
+                                     const PerplexityOptions& options, const Model* base,
+                                     const std::vector<WindowScores>* base_scores,
+                                     std::vector<WindowScores>* save_base,
+                                     const std::function<void(int, int)>& progress);
+
+}  // namespace ork

@@ -1,0 +1,131 @@
+#include "quant/imatrix.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "format/gguf/gguf_writer.h"
+#include "model/forward.h"
+#include "quant/rotation.h"
+#include "quant/tier.h"
+
+namespace ork {
+namespace {
+
+struct Accumulator {
+  std::vector<double> raw, rotated;
+  uint64_t count = 0;
+};
+
+std::vector<uint8_t> float_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size() * 4);
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+}  // namespace
+
+Result<ImportanceMatrix> ImportanceMatrix::collect(const Model& model, const std::vector<int32_t>& tokens, int n_ctx,
+                                                   uint64_t rotation_seed, int bos,
+                                                   const std::function<void(int, int)>& progress) {
+  if (n_ctx < 2) return error(StatusCode::kInvalidArgument, "imatrix: context must be at least 2 tokens");
+  std::map<std::string, Accumulator> acc;
+  std::vector<float> row;
+  Context ctx(model, n_ctx);
+  ctx.set_observer([&](const ref::WeightView& w, const float* x, int n) {
+    if (w.name == nullptr) return;
+    Accumulator& a = acc[w.name];
+    const int64_t k = w.cols;
+    const int64_t ks = tier_stored_k(k);
+    const int block = rotation_block(ks);
+    a.raw.resize(static_cast<size_t>(k));
+    a.rotated.resize(static_cast<size_t>(ks));
+    row.resize(static_cast<size_t>(ks));
+    for (int t = 0; t < n; ++t) {
+      const float* xt = x + static_cast<int64_t>(t) * k;
+      std::fill(row.begin(), row.end(), 0.0f);
+      std::copy_n(xt, k, row.begin());
+      for (int64_t j = 0; j < k; ++j) a.raw[static_cast<size_t>(j)] += static_cast<double>(xt[j]) * xt[j];
+      rotate(row.data(), ks, block, rotation_seed);
+      for (int64_t j = 0; j < ks; ++j) a.rotated[static_cast<size_t>(j)] += static_cast<double>(row[static_cast<size_t>(j)]) * row[static_cast<size_t>(j)];
+    }
+    a.count += static_cast<uint64_t>(n);
+  });
+  const int n_chunks = static_cast<int>(tokens.size() / static_cast<size_t>(n_ctx));
+  if (n_chunks == 0) {
+    return error(StatusCode::kInvalidArgument, "imatrix: {} calibration tokens do not fill one window of {}",
+                 tokens.size(), n_ctx);
+  }
+  uint64_t used = 0;
+  for (int c = 0; c < n_chunks; ++c) {
+    std::vector<int32_t> window(tokens.begin() + static_cast<long>(c) * n_ctx,
+                                tokens.begin() + static_cast<long>(c + 1) * n_ctx);
+    if (bos >= 0) window[0] = bos;
+    ctx.truncate(0);
+    auto logits = ctx.eval(window);
+    if (!logits.is_ok()) return logits.status();
+    used += window.size();
+    if (progress) progress(c + 1, n_chunks);
+  }
+  ImportanceMatrix m;
+  m.tokens_ = used;
+  m.rotation_seed_ = rotation_seed;
+  for (auto& [name, a] : acc) {
+    ImportanceVectors& v = m.entries_[name];
+    const double inv = a.count > 0 ? 1.0 / static_cast<double>(a.count) : 0.0;
+    for (double s : a.raw) v.raw.push_back(static_cast<float>(s * inv));
+    for (double s : a.rotated) v.rotated.push_back(static_cast<float>(s * inv));
+  }
+  return m;
+}
+
+Status ImportanceMatrix::save(const std::string& path, const std::string& source) const {
+  GgufWriter w;
+  w.set("general.type", GgufValue::make_string("imatrix"));
+  w.set("imatrix.tokens", GgufValue::make_uint64(tokens_));
+  w.set("imatrix.rotation.seed", GgufValue::make_uint64(rotation_seed_));
+  w.set("imatrix.source", GgufValue::make_string(source));
+  for (const auto& [name, v] : entries_) {
+    ORK_RETURN_IF_ERROR(w.add_tensor(name + ".in_sq", GgmlType::kF32, {v.raw.size()}, float_bytes(v.raw)));
+    ORK_RETURN_IF_ERROR(w.add_tensor(name + ".in_sq_rot", GgmlType::kF32, {v.rotated.size()}, float_bytes(v.rotated)));
+  }
+  return w.write_file(path);
+}
+
+Result<ImportanceMatrix> ImportanceMatrix::load(const std::string& path) {
+  ORK_ASSIGN_OR_RETURN(GgufFile g, GgufFile::open(path));
+  if (g.find_string("general.type") != "imatrix") {
+    return error(StatusCode::kInvalidArgument, "{}: not an ork importance matrix (general.type is not 'imatrix')", path);
+  }
+  ImportanceMatrix m;
+  m.tokens_ = static_cast<uint64_t>(g.find_int("imatrix.tokens").value_or(0));
+  m.rotation_seed_ = static_cast<uint64_t>(g.find_int("imatrix.rotation.seed").value_or(0));
+  for (const GgufTensorInfo& t : g.tensors()) {
+    if (t.type != GgmlType::kF32 || t.dims.size() != 1) {
+      return error(StatusCode::kCorrupt, "{}: tensor '{}' is not a 1-D F32 vector", path, t.name);
+    }
+    std::vector<float> values(t.elems);
+    std::memcpy(values.data(), t.data, t.bytes);
+    for (float v : values) {
+      if (!(v >= 0.0f) || !std::isfinite(v)) return error(StatusCode::kCorrupt, "{}: tensor '{}' holds {}", path, t.name, v);
+    }
+    const auto ends_with = [&](const std::string& suffix) {
+      return t.name.size() > suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (ends_with(".in_sq_rot")) {
+      m.entries_[t.name.substr(0, t.name.size() - 10)].rotated = std::move(values);
+    } else if (ends_with(".in_sq")) {
+      m.entries_[t.name.substr(0, t.name.size() - 6)].raw = std::move(values);
+    } else {
+      return error(StatusCode::kCorrupt, "{}: unexpected tensor '{}'", path, t.name);
+    }
+  }
+  return m;
+}
+
+const ImportanceVectors* ImportanceMatrix::find(const std::string& weight) const {
+  const auto it = entries_.find(weight);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+}  // namespace ork

@@ -1,0 +1,239 @@
+#include "quant/packer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "format/gguf/dequant.h"
+#include "format/gguf/gguf.h"
+#include "format/gguf/gguf_writer.h"
+#include "format/orkpack/orkpack.h"
+#include "quant/imatrix.h"
+
+namespace ork {
+namespace {
+
+// Matrices take a planned tier; vectors (norms, biases) stay f32.
+bool is_matrix(const GgufTensorInfo& t) { return t.dims.size() >= 2 && t.rows() >= 2; }
+
+// token_embd is read by row lookup (and is the output matrix only when
+// tied); lookups read the logical row, so it is never stored rotated.
+bool may_rotate(const GgufTensorInfo& t) { return is_matrix(t) && t.name != "token_embd.weight"; }
+
+// One tensor widened to f32, rows padded to k_stored (and rotated if asked).
+std::vector<float> load_rows(const GgufTensorInfo& t, int64_t k_stored, bool rotated, uint64_t seed,
+                             const std::vector<int64_t>* only_rows = nullptr) {
+  const auto k = static_cast<int64_t>(t.ne(0));
+  const int64_t n = only_rows != nullptr ? static_cast<int64_t>(only_rows->size()) : static_cast<int64_t>(t.rows());
+  const uint64_t row_bytes = t.bytes / t.rows();
+  std::vector<float> out(static_cast<size_t>(n * k_stored), 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = only_rows != nullptr ? (*only_rows)[static_cast<size_t>(i)] : i;
+    float* row = &out[static_cast<size_t>(i * k_stored)];
+    (void)dequantize(t.type, t.data + static_cast<uint64_t>(r) * row_bytes, row, k);
+    if (rotated) rotate(row, k_stored, rotation_block(k_stored), seed);
+  }
+  return out;
+}
+
+// Importance in the basis the tensor is stored in (k_stored values), or
+// empty for uniform.
+std::vector<float> importance_for(const PackOptions& o, const GgufTensorInfo& t, int64_t k_stored, bool rotated) {
+  if (o.imatrix == nullptr) return {};
+  const ImportanceVectors* v = o.imatrix->find(t.name);
+  if (v == nullptr) return {};
+  std::vector<float> imp = rotated ? v->rotated : v->raw;
+  if (imp.size() > static_cast<size_t>(k_stored)) return {};
+  imp.resize(static_cast<size_t>(k_stored), 0.0f);
+  // Floor at a small fraction of the mean so no column is ignored entirely.
+  double mean = 0;
+  for (float x : imp) mean += x;
+  mean /= static_cast<double>(imp.size());
+  for (float& x : imp) x = std::max(x, static_cast<float>(1e-3 * mean));
+  return imp;
+}
+
+double weighted_energy(const std::vector<float>& w, const std::vector<float>& imp, int64_t k) {
+  double e = 0;
+  for (size_t i = 0; i < w.size(); ++i) e += (imp.empty() ? 1.0f : imp[i % static_cast<size_t>(k)]) * static_cast<double>(w[i]) * w[i];
+  return e;
+}
+
+struct Measured {
+  PlanTensor plan;
+  std::map<Tier, bool> rotated;  // per tier: whether the rotated variant measured better
+};
+
+Measured measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t seed) {
+  Measured m;
+  m.plan.name = t.name;
+  m.plan.params = t.elems;
+  const int64_t rows = static_cast<int64_t>(t.rows());
+  const int64_t ks = tier_stored_k(static_cast<int64_t>(t.ne(0)));
+  std::vector<int64_t> sample;
+  const int64_t n = std::min<int64_t>(rows, o.sample_rows);
+  for (int64_t i = 0; i < n; ++i) sample.push_back(i * rows / n);
+  const double scale_up = static_cast<double>(rows) / static_cast<double>(n);
+  std::vector<Tier> tiers = o.candidates;
+  for (Tier fixed : {Tier::kF16, Tier::kF32, Tier::kI8s}) {
+    if (std::find(tiers.begin(), tiers.end(), fixed) == tiers.end()) tiers.push_back(fixed);
+  }
+  for (bool rotated : {false, true}) {
+    if (rotated && (!o.rotate || !may_rotate(t))) continue;
+    const std::vector<float> w = load_rows(t, ks, rotated, seed, &sample);
+    const std::vector<float> imp = importance_for(o, t, ks, rotated);
+    std::vector<uint8_t> data;
+    std::vector<float> scales(static_cast<size_t>(n));
+    for (Tier tier : tiers) {
+      data.resize(tier_data_bytes(tier, n, ks));
+      const double err = quantize_tier(tier, w.data(), imp.empty() ? nullptr : imp.data(), n, ks, data.data(),
+                                       scales.data()) * scale_up;
+      const uint64_t bytes = tier_data_bytes(tier, rows, ks) + (tier_info(tier).has_scales ? 4ull * rows : 0);
+      auto it = std::find_if(m.plan.options.begin(), m.plan.options.end(), [&](const TierOption& x) { return x.tier == tier; });
+      if (it == m.plan.options.end()) {
+        m.plan.options.push_back({tier, bytes, err});
+        m.rotated[tier] = rotated;
+      } else if (err < it->error) {
+        it->error = err;
+        m.rotated[tier] = rotated;
+      }
+    }
+  }
+  // Only the candidates take part in planning; f16/f32/i8s are there for rules.
+  return m;
+}
+
+Result<std::vector<uint8_t>> build_metadata(const GgufFile& in, const PackOptions& o, const PackReport& report) {
+  GgufWriter w;
+  for (const auto& [key, value] : in.metadata()) {
+    if (key == "general.alignment") continue;  // a GGUF data-section property, meaningless here
+    w.set(key, value);
+  }
+  const size_t slash = o.input.find_last_of('/');
+  w.set("ork.pack.source", GgufValue::make_string(slash == std::string::npos ? o.input : o.input.substr(slash + 1)));
+  w.set("ork.pack.tiers", GgufValue::make_string(format_tier_map(report.tier_map)));
+  w.set("ork.pack.bpw", GgufValue::make_float32(static_cast<float>(report.bpw())));
+  w.set("ork.rotation", GgufValue::make_string(o.rotate ? "hadamard" : "none"));
+  w.set("ork.rotation.seed", GgufValue::make_uint64(o.rotation_seed));
+  if (o.imatrix != nullptr) {
+    w.set("ork.calibration.source", GgufValue::make_string(o.calibration_source));
+    w.set("ork.calibration.tokens", GgufValue::make_uint64(o.imatrix->tokens()));
+  }
+  return w.write_memory();
+}
+
+}  // namespace
+
+Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress) {
+  ORK_ASSIGN_OR_RETURN(GgufFile in, GgufFile::open(o.input));
+  if (o.imatrix != nullptr && o.imatrix->rotation_seed() != o.rotation_seed) {
+    return error(StatusCode::kInvalidArgument,
+                 "the importance matrix was collected for rotation seed {}, the pack uses {}", o.imatrix->rotation_seed(),
+                 o.rotation_seed);
+  }
+  for (const GgufTensorInfo& t : in.tensors()) {
+    if (!can_dequantize(t.type)) {
+      return error(StatusCode::kUnsupported, "{}: tensor '{}' has type {}, which ork cannot read yet", o.input, t.name,
+                   ggml_type_name(t.type));
+    }
+  }
+
+  // Pass 1: measure.
+  std::vector<Measured> measured;
+  uint64_t fixed_bytes = 0, params = 0;
+  size_t done = 0;
+  for (const GgufTensorInfo& t : in.tensors()) {
+    params += t.elems;
+    if (progress) progress(0, done++, in.tensors().size(), t.name);
+    if (!is_matrix(t)) {
+      fixed_bytes += tier_data_bytes(Tier::kF32, static_cast<int64_t>(t.rows()), tier_stored_k(static_cast<int64_t>(t.ne(0))));
+      continue;
+    }
+    measured.push_back(measure(o, t, o.rotation_seed));
+  }
+  std::vector<PlanTensor> plan_input;
+  for (Measured& m : measured) {
+    // Rules and maps may name any measured tier; the free plan uses the candidates.
+    std::vector<PlanTensor> one = {m.plan};
+    ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map));
+    PlanTensor p = one[0];
+    if (!p.fixed) {
+      std::vector<TierOption> keep;
+      for (const TierOption& opt : p.options) {
+        if (std::find(o.candidates.begin(), o.candidates.end(), opt.tier) != o.candidates.end()) keep.push_back(opt);
+      }
+      p.options = keep;
+    }
+    plan_input.push_back(p);
+  }
+  // The smallest plan: every tensor at its fixed tier or its cheapest candidate.
+  uint64_t smallest = 0;
+  for (const PlanTensor& p : plan_input) {
+    uint64_t cheapest = UINT64_MAX;
+    for (const TierOption& opt : p.options) {
+      if (!p.fixed || opt.tier == *p.fixed) cheapest = std::min(cheapest, opt.bytes);
+    }
+    smallest += cheapest;
+  }
+  uint64_t budget = smallest;
+  if (o.budget) budget = *o.budget;
+  if (o.bpw) budget = static_cast<uint64_t>(*o.bpw * static_cast<double>(params) / 8.0);
+  budget = budget > fixed_bytes ? budget - fixed_bytes : 0;
+  PackReport report;
+  if (budget < smallest && o.budget_is_default) {
+    report.warning = fmt::format("the default {:.2f} bpw cannot be met: the smallest plan is {:.3f} bpw; packing that",
+                                 o.bpw.value_or(0.0), 8.0 * static_cast<double>(smallest + fixed_bytes) / static_cast<double>(params));
+    budget = smallest;
+  }
+  using TierMap = std::map<std::string, Tier>;
+  ORK_ASSIGN_OR_RETURN(TierMap tiers, plan_tiers(plan_input, budget));
+
+  report.params = params;
+  report.tier_map = tiers;
+  // Bytes are known before writing: report them in the metadata.
+  uint64_t bytes = fixed_bytes;
+  for (const Measured& m : measured) {
+    for (const TierOption& opt : m.plan.options) {
+      if (opt.tier == tiers.at(m.plan.name)) bytes += opt.bytes;
+    }
+  }
+  report.bytes = bytes;
+
+  // Pass 2: quantize and write.
+  ORK_ASSIGN_OR_RETURN(std::vector<uint8_t> metadata, build_metadata(in, o, report));
+  ORK_ASSIGN_OR_RETURN(OrkpackWriter writer, OrkpackWriter::create(o.output, metadata));
+  done = 0;
+  size_t mi = 0;
+  for (const GgufTensorInfo& t : in.tensors()) {
+    if (progress) progress(1, done++, in.tensors().size(), t.name);
+    const int64_t ks = tier_stored_k(static_cast<int64_t>(t.ne(0)));
+    const int64_t rows = static_cast<int64_t>(t.rows());
+    OrkpackTensorSpec spec;
+    spec.name = t.name;
+    spec.dims = t.dims;
+    spec.k_stored = ks;
+    bool rotated = false;
+    if (is_matrix(t)) {
+      const Measured& m = measured[mi++];
+      spec.tier = tiers.at(t.name);
+      rotated = m.rotated.at(spec.tier);
+    } else {
+      spec.tier = Tier::kF32;
+    }
+    spec.rotation_block = rotated ? static_cast<uint32_t>(rotation_block(ks)) : 0;
+    const std::vector<float> w = load_rows(t, ks, rotated, o.rotation_seed);
+    const std::vector<float> imp = is_matrix(t) ? importance_for(o, t, ks, rotated) : std::vector<float>{};
+    std::vector<uint8_t> data(tier_data_bytes(spec.tier, rows, ks));
+    std::vector<float> scales(tier_info(spec.tier).has_scales ? static_cast<size_t>(rows) : 0);
+    std::vector<float> scratch(scales.empty() ? static_cast<size_t>(rows) : 0);
+    const double err = quantize_tier(spec.tier, w.data(), imp.empty() ? nullptr : imp.data(), rows, ks, data.data(),
+                                     scales.empty() ? scratch.data() : scales.data());
+    const double energy = weighted_energy(w, imp, ks);
+    spec.error = energy > 0 ? static_cast<float>(err / energy) : 0.0f;
+    ORK_RETURN_IF_ERROR(writer.add_tensor(spec, data, scales));
+    report.tensors.push_back({t.name, spec.tier, rotated, t.elems, data.size() + scales.size() * 4, spec.error});
+  }
+  ORK_RETURN_IF_ERROR(writer.finish());
+  return report;
+}
+
+}  // namespace ork

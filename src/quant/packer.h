@@ -1,0 +1,62 @@
+// ork pack: GGUF in, orkpack out. Two streaming passes over the tensors —
+// measure every candidate tier's error (on a sample of rows, rotated and
+// not), plan, then quantize and write — so peak memory is about one tensor
+// in f32, not the model.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ork/status.h"
+#include "quant/planner.h"
+#include "quant/rotation.h"
+#include "quant/tier.h"
+
+namespace ork {
+
+class ImportanceMatrix;
+
+struct PackOptions {
+  std::string input;   // GGUF
+  std::string output;  // orkpack
+  std::optional<double> bpw;        // budget as bits per weight over all parameters
+  std::optional<uint64_t> budget;   // budget in bytes (all tensors)
+  bool budget_is_default = false;   // if the budget cannot be met, pack the smallest plan instead of failing
+  const ImportanceMatrix* imatrix = nullptr;
+  std::string calibration_source;   // recorded in the metadata
+  std::vector<TierRule> rules;
+  std::map<std::string, Tier> tier_map;
+  bool rotate = true;               // rotate tensors where it measures better
+  uint64_t rotation_seed = kDefaultRotationSeed;
+  std::vector<Tier> candidates = {Tier::kI4, Tier::kNf4, Tier::kI5, Tier::kI6, Tier::kI8};
+  int sample_rows = 256;            // rows per tensor measured for the plan
+};
+
+struct PackedTensorReport {
+  std::string name;
+  Tier tier;
+  bool rotated;
+  uint64_t params;
+  uint64_t bytes;
+  double rel_error;  // importance-weighted relative squared error
+};
+
+struct PackReport {
+  uint64_t params = 0;
+  uint64_t bytes = 0;  // all tensors (planes + scales), as llama.cpp counts file bpw
+  double bpw() const { return params ? 8.0 * static_cast<double>(bytes) / static_cast<double>(params) : 0.0; }
+  std::vector<PackedTensorReport> tensors;
+  std::map<std::string, Tier> tier_map;
+  std::string warning;  // set when the default budget could not be met
+};
+
+// progress(phase, done, total): phase 0 measures, phase 1 writes.
+using PackProgress = std::function<void(int phase, size_t done, size_t total, const std::string& tensor)>;
+
+Result<PackReport> pack_model(const PackOptions& options, const PackProgress& progress = nullptr);
+
+}  // namespace ork

@@ -1,0 +1,154 @@
+#include "quant/planner.h"
+
+#include <algorithm>
+#include <fstream>
+#include <queue>
+#include <sstream>
+
+namespace ork {
+
+Result<TierRule> parse_tier_rule(const std::string& text) {
+  const size_t eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    return error(StatusCode::kInvalidArgument, "tier rule '{}' is not 'regex=tier' (e.g. 'ffn_down=i8')", text);
+  }
+  TierRule rule;
+  rule.pattern = text.substr(0, eq);
+  const auto tier = tier_from_name(text.substr(eq + 1));
+  if (!tier) {
+    return error(StatusCode::kInvalidArgument, "tier rule '{}': unknown tier '{}' (f32 f16 i8 i4 nf4 i5 i6 i8s)", text,
+                 text.substr(eq + 1));
+  }
+  rule.tier = *tier;
+  try {
+    std::regex check(rule.pattern);
+  } catch (const std::regex_error& e) {
+    return error(StatusCode::kInvalidArgument, "tier rule '{}': bad regex: {}", text, e.what());
+  }
+  return rule;
+}
+
+Result<std::map<std::string, Tier>> read_tier_map(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return error(StatusCode::kIo, "{}: cannot read the tier map", path);
+  std::map<std::string, Tier> map;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    auto trim = [](std::string s) {
+      const size_t a = s.find_first_not_of(" \t\r");
+      const size_t b = s.find_last_not_of(" \t\r");
+      return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+    };
+    line = trim(line);
+    if (line.empty()) continue;
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) return error(StatusCode::kInvalidArgument, "{}:{}: expected 'tensor = tier'", path, n);
+    const std::string name = trim(line.substr(0, eq));
+    const std::string tier_text = trim(line.substr(eq + 1));
+    const auto tier = tier_from_name(tier_text);
+    if (name.empty() || !tier) {
+      return error(StatusCode::kInvalidArgument, "{}:{}: '{}' is not 'tensor = tier' with a known tier", path, n, line);
+    }
+    map[name] = *tier;
+  }
+  return map;
+}
+
+std::string format_tier_map(const std::map<std::string, Tier>& tiers) {
+  std::string out;
+  for (const auto& [name, tier] : tiers) out += name + " = " + std::string(tier_name(tier)) + "\n";
+  return out;
+}
+
+Status apply_fixed_tiers(std::vector<PlanTensor>& tensors, const std::vector<TierRule>& rules,
+                         const std::map<std::string, Tier>& map) {
+  for (PlanTensor& t : tensors) {
+    for (const TierRule& rule : rules) {
+      if (std::regex_search(t.name, std::regex(rule.pattern))) t.fixed = rule.tier;
+    }
+    if (const auto it = map.find(t.name); it != map.end()) t.fixed = it->second;
+    if (t.fixed && std::none_of(t.options.begin(), t.options.end(), [&](const TierOption& o) { return o.tier == *t.fixed; })) {
+      return error(StatusCode::kInvalidArgument, "tensor '{}' cannot take tier {} (not measured for it)", t.name,
+                   tier_name(*t.fixed));
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& tensors, uint64_t budget) {
+  // Per tensor: its options on the lower convex hull of (bytes, error),
+  // cheapest first. Moving along the hull has decreasing error saved per byte.
+  struct Hull {
+    std::vector<TierOption> steps;
+    size_t at = 0;
+  };
+  std::vector<Hull> hulls(tensors.size());
+  uint64_t used = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const PlanTensor& t = tensors[i];
+    std::vector<TierOption> opts;
+    if (t.fixed) {
+      for (const TierOption& o : t.options) {
+        if (o.tier == *t.fixed) opts.push_back(o);
+      }
+    } else {
+      opts = t.options;
+    }
+    std::sort(opts.begin(), opts.end(), [](const TierOption& a, const TierOption& b) {
+      return a.bytes != b.bytes ? a.bytes < b.bytes : a.error < b.error;
+    });
+    std::vector<TierOption>& hull = hulls[i].steps;
+    for (const TierOption& o : opts) {
+      if (!hull.empty() && o.error >= hull.back().error) continue;  // more bytes, no better
+      if (!hull.empty() && o.bytes == hull.back().bytes) continue;
+      // Pop points that lie above the segment to the new point.
+      while (hull.size() >= 2) {
+        const TierOption& a = hull[hull.size() - 2];
+        const TierOption& b = hull.back();
+        const double slope_ab = (a.error - b.error) / static_cast<double>(b.bytes - a.bytes);
+        const double slope_bo = (b.error - o.error) / static_cast<double>(o.bytes - b.bytes);
+        if (slope_bo >= slope_ab) hull.pop_back();
+        else break;
+      }
+      hull.push_back(o);
+    }
+    if (hull.empty()) return error(StatusCode::kInternal, "tensor '{}' has no tier options", t.name);
+    used += hull.front().bytes;
+  }
+  if (used > budget) {
+    return error(StatusCode::kInvalidArgument,
+                 "the budget of {} bytes is {} bytes short of the smallest plan ({} bytes); raise --bpw/--budget or "
+                 "relax --tier rules",
+                 budget, used - budget, used);
+  }
+  struct Step {
+    double gain_per_byte;
+    size_t tensor;
+    bool operator<(const Step& o) const { return gain_per_byte < o.gain_per_byte; }
+  };
+  std::priority_queue<Step> queue;
+  auto push_next = [&](size_t i) {
+    const Hull& h = hulls[i];
+    if (h.at + 1 >= h.steps.size()) return;
+    const TierOption& a = h.steps[h.at];
+    const TierOption& b = h.steps[h.at + 1];
+    queue.push({(a.error - b.error) / static_cast<double>(b.bytes - a.bytes), i});
+  };
+  for (size_t i = 0; i < hulls.size(); ++i) push_next(i);
+  while (!queue.empty()) {
+    const Step s = queue.top();
+    queue.pop();
+    Hull& h = hulls[s.tensor];
+    const uint64_t extra = h.steps[h.at + 1].bytes - h.steps[h.at].bytes;
+    if (used + extra > budget) continue;  // this tensor's next step does not fit; others may
+    used += extra;
+    ++h.at;
+    push_next(s.tensor);
+  }
+  std::map<std::string, Tier> plan;
+  for (size_t i = 0; i < tensors.size(); ++i) plan[tensors[i].name] = hulls[i].steps[hulls[i].at].tier;
+  return plan;
+}
+
+}  // namespace ork

@@ -1,0 +1,53 @@
+// The tier planner: for every quantizable tensor, the importance-weighted
+// error and the bytes of each candidate tier; then the assignment that
+// minimises total error under a byte budget (greedy on the lower convex
+// hull of each tensor's (bytes, error) options, by error saved per byte),
+// after fixed assignments from rules and tier maps.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "ork/status.h"
+#include "quant/tier.h"
+
+namespace ork {
+
+struct TierOption {
+  Tier tier;
+  uint64_t bytes;  // planes + scales
+  double error;    // sum over rows and columns of importance * squared error
+};
+
+struct PlanTensor {
+  std::string name;
+  uint64_t params = 0;
+  std::vector<TierOption> options;   // the candidate tiers, measured
+  std::optional<Tier> fixed;         // set by a rule or a tier map
+};
+
+struct TierRule {
+  std::string pattern;  // ECMAScript regex, searched in the tensor name
+  Tier tier;
+};
+
+// Parses "regex=tier" (as given to --tier).
+Result<TierRule> parse_tier_rule(const std::string& text);
+// Reads a tier map: one "tensor = tier" per line; '#' starts a comment.
+Result<std::map<std::string, Tier>> read_tier_map(const std::string& path);
+std::string format_tier_map(const std::map<std::string, Tier>& tiers);
+
+// Applies rules (later rules win) and a map (wins over rules) to `fixed`.
+Status apply_fixed_tiers(std::vector<PlanTensor>& tensors, const std::vector<TierRule>& rules,
+                         const std::map<std::string, Tier>& map);
+
+// Chooses a tier for every tensor so that the sum of chosen bytes is at most
+// `budget_bytes` and the summed error is as small as the greedy finds.
+// Fails, saying by how much, if even the cheapest choice does not fit.
+Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& tensors, uint64_t budget_bytes);
+
+}  // namespace ork

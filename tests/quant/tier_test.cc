@@ -1,0 +1,228 @@
+// Every tier's quantizer against its reference dequantizer, on Gaussian,
+// heavy-tailed and outlier-column matrices; the split tier's two readings;
+// the rotation's orthogonality.
+#include "quant/tier.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "quant/planes.h"
+#include "quant/rotation.h"
+#include "quant/scale_search.h"
+#include "quant/test_matrices.h"
+
+namespace ork {
+namespace {
+
+struct Quantized {
+  std::vector<uint8_t> data;
+  std::vector<float> scales;
+  std::vector<float> recon;
+  double reported_error = 0;
+};
+
+Quantized run(Tier tier, const std::vector<float>& w, int64_t rows, int64_t k, const float* imp = nullptr) {
+  Quantized q;
+  q.data.resize(tier_data_bytes(tier, rows, k));
+  q.scales.resize(static_cast<size_t>(rows));
+  q.reported_error = quantize_tier(tier, w.data(), imp, rows, k, q.data.data(), q.scales.data());
+  q.recon.resize(w.size());
+  const TierTensor t{tier, q.data.data(), tier_info(tier).has_scales ? q.scales.data() : nullptr, rows, k};
+  for (int64_t r = 0; r < rows; ++r) dequantize_tier_row(t, r, &q.recon[static_cast<size_t>(r * k)]);
+  return q;
+}
+
+double rel_rmse(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+    den += a[i] * static_cast<double>(a[i]);
+  }
+  return std::sqrt(num / den);
+}
+
+// Relative RMSE bounds on Gaussian rows: a b-bit uniform code with a
+// searched scale has step ~ 2*2.8 sigma / 2^b, RMSE ~ step/sqrt(12); the
+// bounds sit ~20 % above what the searched scales measure.
+struct TierCase {
+  Tier tier;
+  double max_rel_rmse_gaussian;
+};
+
+class TierRoundTrip : public ::testing::TestWithParam<TierCase> {};
+
+TEST_P(TierRoundTrip, ErrorWithinBoundAndReportedExactly) {
+  const TierCase c = GetParam();
+  for (int64_t k : {32, 96, 256}) {
+    const int64_t rows = 16;
+    const auto w = make_test_matrix(MatrixKind::kGaussian, rows, k, 1);
+    const Quantized q = run(c.tier, w, rows, k);
+    EXPECT_LE(rel_rmse(w, q.recon), c.max_rel_rmse_gaussian) << tier_name(c.tier) << " k=" << k;
+    double err = 0;
+    for (size_t i = 0; i < w.size(); ++i) err += (w[i] - q.recon[i]) * static_cast<double>(w[i] - q.recon[i]);
+    EXPECT_NEAR(q.reported_error, err, 1e-6 * (1 + err)) << tier_name(c.tier);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TierRoundTrip,
+                         ::testing::Values(TierCase{Tier::kF32, 0.0}, TierCase{Tier::kF16, 5e-4},
+                                           TierCase{Tier::kI8, 0.012}, TierCase{Tier::kI6, 0.045},
+                                           TierCase{Tier::kI5, 0.09}, TierCase{Tier::kI4, 0.18},
+                                           TierCase{Tier::kNf4, 0.16}, TierCase{Tier::kI8s, 0.015}),
+                         [](const auto& param_info) { return std::string(tier_name(param_info.param.tier)); });
+
+TEST(Tiers, MoreBitsNeverWorseOnAnyMatrix) {
+  for (MatrixKind kind : {MatrixKind::kGaussian, MatrixKind::kStudentT4, MatrixKind::kOutlierColumns}) {
+    const auto w = make_test_matrix(kind, 32, 256, 2);
+    const double e4 = rel_rmse(w, run(Tier::kI4, w, 32, 256).recon);
+    const double e5 = rel_rmse(w, run(Tier::kI5, w, 32, 256).recon);
+    const double e6 = rel_rmse(w, run(Tier::kI6, w, 32, 256).recon);
+    const double e8 = rel_rmse(w, run(Tier::kI8, w, 32, 256).recon);
+    EXPECT_LT(e5, e4) << matrix_kind_name(kind);
+    EXPECT_LT(e6, e5) << matrix_kind_name(kind);
+    EXPECT_LT(e8, e6) << matrix_kind_name(kind);
+  }
+}
+
+TEST(Tiers, ScaleSearchBeatsAbsmax) {
+  const auto w = make_test_matrix(MatrixKind::kStudentT4, 64, 256, 3);
+  double searched = 0, absmax = 0;
+  const Grid grid = Grid::integers(-8, 7);
+  for (int64_t r = 0; r < 64; ++r) {
+    const float* row = &w[static_cast<size_t>(r * 256)];
+    searched += search_scale(row, nullptr, 256, grid).error;
+    float amax = 0;
+    for (int j = 0; j < 256; ++j) amax = std::max(amax, std::fabs(row[j]));
+    const float s = amax / 8.0f;
+    for (int j = 0; j < 256; ++j) {
+      const double d = row[j] - s * grid.level(grid.index(row[j] / s));
+      absmax += d * d;
+    }
+  }
+  EXPECT_LT(searched, 0.9 * absmax);  // measured: 0.84 on this Student-t matrix
+}
+
+TEST(Tiers, ImportanceShiftsErrorToUnimportantColumns) {
+  const int64_t k = 128;
+  const auto w = make_test_matrix(MatrixKind::kStudentT4, 32, k, 4);
+  std::vector<float> imp(k, 1.0f);
+  for (int64_t j = 0; j < 16; ++j) imp[static_cast<size_t>(j)] = 100.0f;
+  auto important_error = [&](const Quantized& q) {
+    double e = 0;
+    for (int64_t r = 0; r < 32; ++r) {
+      for (int64_t j = 0; j < 16; ++j) {
+        const size_t i = static_cast<size_t>(r * k + j);
+        e += (w[i] - q.recon[i]) * static_cast<double>(w[i] - q.recon[i]);
+      }
+    }
+    return e;
+  };
+  EXPECT_LT(important_error(run(Tier::kI4, w, 32, k, imp.data())), 0.9 * important_error(run(Tier::kI4, w, 32, k)));
+}
+
+TEST(Tiers, SplitTierReadsAsI4AndAsInt8) {
+  const int64_t rows = 8, k = 64;
+  const auto w = make_test_matrix(MatrixKind::kGaussian, rows, k, 5);
+  const Quantized q = run(Tier::kI8s, w, rows, k);
+  const TierTensor t{Tier::kI8s, q.data.data(), q.scales.data(), rows, k};
+  std::vector<float> hi(static_cast<size_t>(k));
+  double hi_err = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = q.scales[static_cast<size_t>(r)];
+    const uint8_t* high = q.data.data() + r * k / 2;
+    const uint8_t* low = q.data.data() + rows * k / 2 + r * k / 2;
+    dequantize_i8s_high_row(t, r, hi.data());
+    for (int64_t j = 0; j < k; ++j) {
+      const int h = planes::get_nibble(high, j) - 8;
+      const int l = planes::get_nibble(low, j) - 8;
+      ASSERT_LE(std::abs(h), 7);                       // a valid i4 code
+      ASSERT_FLOAT_EQ(hi[static_cast<size_t>(j)], s * static_cast<float>(h));
+      const int code = 16 * h + l;                     // an int8 code with scale s/16
+      ASSERT_LE(std::abs(code), 127);
+      ASSERT_FLOAT_EQ(q.recon[static_cast<size_t>(r * k + j)], s / 16 * static_cast<float>(code));
+      const double d = w[static_cast<size_t>(r * k + j)] - hi[static_cast<size_t>(j)];
+      hi_err += d * d;
+    }
+  }
+  // The high plane alone is close to i4 (a 15-level code whose scale may not
+  // clip, so about absmax-i4); both planes together are i8-class.
+  const double i4 = rel_rmse(w, run(Tier::kI4, w, rows, k).recon);
+  double den = 0;
+  for (float v : w) den += v * static_cast<double>(v);
+  EXPECT_LT(std::sqrt(hi_err / den), 1.4 * i4);
+  EXPECT_LT(rel_rmse(w, q.recon), 0.015);
+}
+
+TEST(Tiers, AllZeroRowsStayZero) {
+  const std::vector<float> w(64, 0.0f);
+  for (uint32_t id = 0; id < kTierCount; ++id) {
+    const Quantized q = run(*tier_from_id(id), w, 2, 32);
+    for (float v : q.recon) EXPECT_EQ(v, 0.0f);
+  }
+}
+
+TEST(Tiers, NamesRoundTrip) {
+  for (uint32_t id = 0; id < kTierCount; ++id) {
+    const Tier t = *tier_from_id(id);
+    EXPECT_EQ(tier_from_name(tier_name(t)), t);
+  }
+  EXPECT_FALSE(tier_from_name("i3"));
+  EXPECT_FALSE(tier_from_id(kTierCount));
+}
+
+TEST(Planes, NibblesAndBitsRoundTrip) {
+  std::vector<uint8_t> nib(32), bits1(8), bits2(16);
+  for (int64_t e = 0; e < 64; ++e) {
+    planes::set_nibble(nib.data(), e, static_cast<uint8_t>((e * 7) & 15));
+    planes::set_bits(bits1.data(), e, 1, static_cast<uint8_t>(e % 3 == 0));
+    planes::set_bits(bits2.data(), e, 2, static_cast<uint8_t>(e % 4));
+  }
+  for (int64_t e = 0; e < 64; ++e) {
+    EXPECT_EQ(planes::get_nibble(nib.data(), e), (e * 7) & 15);
+    EXPECT_EQ(planes::get_bits(bits1.data(), e, 1), e % 3 == 0 ? 1 : 0);
+    EXPECT_EQ(planes::get_bits(bits2.data(), e, 2), e % 4);
+  }
+  // The documented group layout: weight 17 is the high nibble of byte 1.
+  std::vector<uint8_t> one(16, 0);
+  planes::set_nibble(one.data(), 17, 0xA);
+  EXPECT_EQ(one[1], 0xA0);
+}
+
+TEST(Rotation, IsOrthogonalAndInvertible) {
+  for (int64_t k : {32, 96, 192, 768, 8192}) {
+    const int block = rotation_block(k);
+    ASSERT_GT(block, 0);
+    EXPECT_EQ(k % block, 0);
+    const auto a = make_test_matrix(MatrixKind::kOutlierColumns, 1, k, 6);
+    const auto b = make_test_matrix(MatrixKind::kGaussian, 1, k, 7);
+    auto ra = a, rb = b;
+    rotate(ra.data(), k, block, 11);
+    rotate(rb.data(), k, block, 11);
+    double dot = 0, rdot = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      dot += a[static_cast<size_t>(j)] * static_cast<double>(b[static_cast<size_t>(j)]);
+      rdot += ra[static_cast<size_t>(j)] * static_cast<double>(rb[static_cast<size_t>(j)]);
+    }
+    EXPECT_NEAR(dot, rdot, 1e-4 * k) << k;
+    unrotate(ra.data(), k, block, 11);
+    for (int64_t j = 0; j < k; ++j) EXPECT_NEAR(ra[static_cast<size_t>(j)], a[static_cast<size_t>(j)], 1e-4) << k;
+  }
+  EXPECT_EQ(rotation_block(192), 64);
+  EXPECT_EQ(rotation_block(8192), 4096);
+}
+
+TEST(Rotation, SpreadsOutlierColumnsSoI4ErrsLess) {
+  const int64_t rows = 32, k = 256;
+  auto w = make_test_matrix(MatrixKind::kOutlierColumns, rows, k, 8);
+  const double plain = rel_rmse(w, run(Tier::kI4, w, rows, k).recon);
+  auto rotated = w;
+  for (int64_t r = 0; r < rows; ++r) rotate(&rotated[static_cast<size_t>(r * k)], k, rotation_block(k), 9);
+  // Error measured in the original space: rotation is orthogonal, so the
+  // rotated-space error is the same number.
+  const double rot = rel_rmse(rotated, run(Tier::kI4, rotated, rows, k).recon);
+  EXPECT_LT(rot, 0.85 * plain);
+}
+
+}  // namespace
+}  // namespace ork

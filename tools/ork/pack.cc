@@ -1,0 +1,129 @@
+// ork pack: convert a GGUF into an orkpack under a bit budget.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "commands.h"
+#include "model/model.h"
+#include "model/tokenizer/tokenizer.h"
+#include "quant/imatrix.h"
+#include "quant/packer.h"
+#include "text_input.h"
+
+namespace ork::cli {
+namespace {
+
+struct PackCliOptions {
+  std::string input, output;
+  double bpw = 0;
+  uint64_t budget = 0;
+  std::string imatrix, calib, tiers_file, write_tiers;
+  std::vector<std::string> rules;
+  std::string uniform;
+  bool no_rotate = false;
+  int calib_ctx = 128;
+  int calib_chunks = 64;
+};
+
+int pack(const PackCliOptions& c) {
+  PackOptions o;
+  o.input = c.input;
+  o.output = c.output;
+  o.rotate = !c.no_rotate;
+  if (c.budget > 0) o.budget = c.budget;
+  if (c.bpw > 0) o.bpw = c.bpw;
+  if (!c.uniform.empty()) {
+    auto rule = parse_tier_rule(".=" + c.uniform);
+    if (!rule.is_ok()) return fail(rule.status().message());
+    o.rules.push_back(*rule);
+  }
+  for (const std::string& text : c.rules) {
+    auto rule = parse_tier_rule(text);
+    if (!rule.is_ok()) return fail(rule.status().message());
+    o.rules.push_back(*rule);
+  }
+  if (!c.tiers_file.empty()) {
+    auto map = read_tier_map(c.tiers_file);
+    if (!map.is_ok()) return fail(map.status().message());
+    o.tier_map = *map;
+  }
+  if (!o.bpw && !o.budget && o.rules.empty() && o.tier_map.empty()) {
+    o.bpw = 4.5;
+    o.budget_is_default = true;
+  }
+
+  std::optional<ImportanceMatrix> imatrix;
+  if (!c.imatrix.empty()) {
+    auto m = ImportanceMatrix::load(c.imatrix);
+    if (!m.is_ok()) return fail(m.status().to_string());
+    imatrix = std::move(m).value();
+    o.calibration_source = c.imatrix;
+  } else if (!c.calib.empty()) {
+    auto model = Model::load(c.input);
+    if (!model.is_ok()) return fail(model.status().to_string());
+    auto tokens = tokenize_file(**model, c.calib, c.calib_ctx * c.calib_chunks);
+    if (!tokens.is_ok()) return fail(tokens.status().to_string());
+    std::fprintf(stderr, "ork: collecting an importance matrix from %zu tokens of %s\n", tokens->ids.size(), c.calib.c_str());
+    auto m = ImportanceMatrix::collect(**model, tokens->ids, c.calib_ctx, o.rotation_seed, tokens->bos,
+                                       [](int done, int total) { progress_bar("imatrix", done, total); });
+    if (!m.is_ok()) return fail(m.status().to_string());
+    imatrix = std::move(m).value();
+    o.calibration_source = c.calib;
+  }
+  if (imatrix) o.imatrix = &*imatrix;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto report = pack_model(o, [](int phase, size_t done, size_t total, const std::string&) {
+    progress_bar(phase == 0 ? "measure" : "write", static_cast<int>(done + 1), static_cast<int>(total));
+  });
+  if (!report.is_ok()) return fail(report.status().to_string());
+  if (!report->warning.empty()) std::fprintf(stderr, "ork: warning: %s\n", report->warning.c_str());
+  const std::string map_path = c.write_tiers.empty() ? c.output + ".tiers" : c.write_tiers;
+  {
+    std::ofstream out(map_path);
+    out << "# tier map of " << c.output << " (ork pack); edit and pass back with --tiers\n"
+        << format_tier_map(report->tier_map);
+    if (!out) return fail(map_path + ": cannot write the tier map");
+  }
+  std::map<std::string, std::pair<int, uint64_t>> histogram;
+  int rotated = 0;
+  for (const auto& t : report->tensors) {
+    auto& h = histogram[std::string(tier_name(t.tier))];
+    h.first++;
+    h.second += t.bytes;
+    rotated += t.rotated;
+  }
+  std::fprintf(stderr, "ork: wrote %s in %.1fs: %.2f MiB, %llu parameters, %.3f bits per weight; %d tensors rotated\n",
+               c.output.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+               static_cast<double>(report->bytes) / (1 << 20), static_cast<unsigned long long>(report->params),
+               report->bpw(), rotated);
+  for (const auto& [tier, h] : histogram) {
+    std::fprintf(stderr, "  %-4s %4d tensors %10.2f MiB\n", tier.c_str(), h.first, static_cast<double>(h.second) / (1 << 20));
+  }
+  std::fprintf(stderr, "ork: tier map written to %s\n", map_path.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_pack(CLI::App& app) {
+  auto c = std::make_shared<PackCliOptions>();
+  app.add_option("input", c->input, "GGUF model to pack")->required()->check(CLI::ExistingFile);
+  app.add_option("-o,--output", c->output, "orkpack to write")->required();
+  app.add_option("--bpw", c->bpw, "Budget: bits per weight over all parameters (default 4.5)");
+  app.add_option("--budget", c->budget, "Budget: total tensor bytes");
+  app.add_option("--imatrix", c->imatrix, "Importance matrix from `ork imatrix`")->check(CLI::ExistingFile);
+  app.add_option("--calib", c->calib, "Calibration text: collect an importance matrix first")->check(CLI::ExistingFile);
+  app.add_option("--calib-ctx", c->calib_ctx, "Calibration window in tokens")->capture_default_str();
+  app.add_option("--calib-chunks", c->calib_chunks, "Calibration windows")->capture_default_str();
+  app.add_option("--tier", c->rules, "Rule 'regex=tier' fixing matching tensors (repeatable; later rules win)");
+  app.add_option("--tiers", c->tiers_file, "Tier map file ('tensor = tier' lines), wins over rules")->check(CLI::ExistingFile);
+  app.add_option("--uniform", c->uniform, "Every matrix at one tier: i4 nf4 i5 i6 i8 i8s f16 f32");
+  app.add_option("--write-tiers", c->write_tiers, "Where to write the tier map (default: <output>.tiers)");
+  app.add_flag("--no-rotate", c->no_rotate, "Never rotate (default: rotate each tensor where it measures better)");
+  return [c] { return pack(*c); };
+}
+
+}  // namespace ork::cli

@@ -1,0 +1,132 @@
+// ork ppl: perplexity of a model on a text and, against a reference (the
+// unquantized model, or its scores saved earlier), mean KL divergence,
+// top-1 agreement and RMS delta-p — llama.cpp's perplexity measures.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "commands.h"
+#include "model/perplexity.h"
+#include "text_input.h"
+
+namespace ork::cli {
+namespace {
+
+struct PplCliOptions {
+  std::string model, text, ref, kl_base, save_kl_base;
+  int n_ctx = 128;
+  int chunks = 0;
+  bool json = false;
+};
+
+constexpr char kKlMagic[8] = {'O', 'R', 'K', 'K', 'L', 'B', '0', '1'};
+
+Status save_base(const std::string& path, const std::vector<WindowScores>& windows) {
+  std::ofstream out(path, std::ios::binary);
+  const uint32_t head[3] = {static_cast<uint32_t>(windows.size()), static_cast<uint32_t>(windows[0].size()),
+                            static_cast<uint32_t>(windows[0][0].size())};
+  out.write(kKlMagic, 8);
+  out.write(reinterpret_cast<const char*>(head), sizeof head);
+  for (const auto& w : windows) {
+    for (const auto& lp : w) out.write(reinterpret_cast<const char*>(lp.data()), static_cast<long>(lp.size() * 4));
+  }
+  if (!out) return error(StatusCode::kIo, "{}: cannot write the KL base", path);
+  return Status::ok();
+}
+
+Result<std::vector<WindowScores>> load_base(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  uint32_t head[3] = {};
+  in.read(magic, 8);
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  if (!in || std::memcmp(magic, kKlMagic, 8) != 0) {
+    return error(StatusCode::kCorrupt, "{}: not an ork KL base (saved by ork ppl --save-kl-base)", path);
+  }
+  const uint64_t total = static_cast<uint64_t>(head[0]) * head[1] * head[2];
+  if (head[0] == 0 || head[1] == 0 || head[2] == 0 || total > (1ull << 32)) {
+    return error(StatusCode::kCorrupt, "{}: implausible KL base shape {} x {} x {}", path, head[0], head[1], head[2]);
+  }
+  std::vector<WindowScores> windows(head[0], WindowScores(head[1], std::vector<float>(head[2])));
+  for (auto& w : windows) {
+    for (auto& lp : w) in.read(reinterpret_cast<char*>(lp.data()), static_cast<long>(lp.size() * 4));
+  }
+  if (!in) return error(StatusCode::kCorrupt, "{}: truncated KL base", path);
+  return windows;
+}
+
+int ppl(const PplCliOptions& c) {
+  auto model = Model::load(c.model);
+  if (!model.is_ok()) return fail(model.status().to_string());
+  std::unique_ptr<Model> ref;
+  if (!c.ref.empty()) {
+    auto r = Model::load(c.ref);
+    if (!r.is_ok()) return fail(r.status().to_string());
+    ref = std::move(r).value();
+  }
+  std::optional<std::vector<WindowScores>> base;
+  if (!c.kl_base.empty()) {
+    auto b = load_base(c.kl_base);
+    if (!b.is_ok()) return fail(b.status().to_string());
+    base = std::move(b).value();
+  }
+  auto tokens = tokenize_file(**model, c.text);
+  if (!tokens.is_ok()) return fail(tokens.status().to_string());
+  if (tokens->chars_dropped > 0) {
+    std::fprintf(stderr, "ork: the vocabulary has no byte tokens: deleted %zu of %zu characters it cannot spell (%.2f %%)\n",
+                 tokens->chars_dropped, tokens->chars_total,
+                 100.0 * static_cast<double>(tokens->chars_dropped) / static_cast<double>(tokens->chars_total));
+  }
+  PerplexityOptions o;
+  o.n_ctx = c.n_ctx;
+  o.max_chunks = c.chunks;
+  std::vector<WindowScores> saved;
+  auto stats = measure_quality(**model, tokens->ids, tokens->bos, o, ref.get(), base ? &*base : nullptr,
+                               c.save_kl_base.empty() ? nullptr : &saved,
+                               [](int done, int total) { progress_bar("ppl", done, total); });
+  if (!stats.is_ok()) return fail(stats.status().to_string());
+  if (!c.save_kl_base.empty()) {
+    const Status s = save_base(c.save_kl_base, saved);
+    if (!s.is_ok()) return fail(s.to_string());
+  }
+  const QualityStats& s = *stats;
+  if (c.json) {
+    std::printf("{\"model\": \"%s\", \"text\": \"%s\", \"ctx\": %d, \"tokens\": %llu, \"ppl\": %.6f, \"ppl_err\": %.6f",
+                c.model.c_str(), c.text.c_str(), c.n_ctx, static_cast<unsigned long long>(s.tokens), s.ppl.value,
+                s.ppl.err);
+    if (s.has_base) {
+      std::printf(", \"base_ppl\": %.6f, \"kld\": %.8f, \"kld_err\": %.8f, \"top1\": %.6f, \"top1_err\": %.6f, "
+                  "\"rms_dp\": %.6f, \"rms_dp_err\": %.6f",
+                  s.base_ppl.value, s.kld.value, s.kld.err, s.top1.value, s.top1.err, s.rms_dp.value, s.rms_dp.err);
+    }
+    std::printf("}\n");
+    return 0;
+  }
+  std::printf("%s on %s, context %d, %llu scored tokens\n", c.model.c_str(), c.text.c_str(), c.n_ctx,
+              static_cast<unsigned long long>(s.tokens));
+  std::printf("PPL           %10.4f +/- %.4f\n", s.ppl.value, s.ppl.err);
+  if (s.has_base) {
+    std::printf("PPL (base)    %10.4f +/- %.4f\n", s.base_ppl.value, s.base_ppl.err);
+    std::printf("Mean KLD      %10.6f +/- %.6f\n", s.kld.value, s.kld.err);
+    std::printf("Same top-1    %9.3f %% +/- %.3f %%\n", 100 * s.top1.value, 100 * s.top1.err);
+    std::printf("RMS delta-p   %9.3f %% +/- %.3f %%\n", 100 * s.rms_dp.value, 100 * s.rms_dp.err);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_ppl(CLI::App& app) {
+  auto c = std::make_shared<PplCliOptions>();
+  app.add_option("-m,--model", c->model, "Model (GGUF or orkpack)")->required()->check(CLI::ExistingFile);
+  app.add_option("-f,--file", c->text, "Text to score")->required()->check(CLI::ExistingFile);
+  app.add_option("-c,--ctx-size", c->n_ctx, "Window in tokens; the second half of each is scored")->capture_default_str();
+  app.add_option("--chunks", c->chunks, "Score at most this many windows (0 = all)")->capture_default_str();
+  app.add_option("--ref", c->ref, "Reference model for KL divergence (e.g. the f32 GGUF)")->check(CLI::ExistingFile);
+  app.add_option("--kl-base", c->kl_base, "Reference scores saved by --save-kl-base")->check(CLI::ExistingFile);
+  app.add_option("--save-kl-base", c->save_kl_base, "Save this model's scores as a KL base");
+  app.add_flag("--json", c->json, "Print one JSON object");
+  return [c] { return ppl(*c); };
+}
+
+}  // namespace ork::cli
