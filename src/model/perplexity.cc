@@ -1,7 +1,10 @@
 #include "model/perplexity.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <mutex>
+#include <thread>
 
 #include "model/forward.h"
 
@@ -15,28 +18,35 @@ void log_softmax(std::span<float> x) {
   for (float& v : x) v -= log_sum;
 }
 
-void QualityAccumulator::add(std::span<const float> lp, std::span<const float> base, int32_t target) {
-  const double nll = -lp[static_cast<size_t>(target)];
-  ++n_;
-  nll_ += nll;
-  nll2_ += nll * nll;
-  if (base.empty()) return;
-  has_base_ = true;
-  const double base_nll = -base[static_cast<size_t>(target)];
-  base_nll_ += base_nll;
-  base_nll2_ += base_nll * base_nll;
-  double kl = 0;
+TokenScore score_token(std::span<const float> lp, std::span<const float> base, int32_t target) {
+  TokenScore s;
+  s.nll = -lp[static_cast<size_t>(target)];
+  if (base.empty()) return s;
+  s.has_base = true;
+  s.base_nll = -base[static_cast<size_t>(target)];
   for (size_t i = 0; i < lp.size(); ++i) {
     const double pb = std::exp(static_cast<double>(base[i]));
-    kl += pb * (static_cast<double>(base[i]) - lp[i]);
+    s.kld += pb * (static_cast<double>(base[i]) - lp[i]);
   }
-  kld_ += kl;
-  kld2_ += kl * kl;
   const auto argmax = [](std::span<const float> v) { return std::max_element(v.begin(), v.end()) - v.begin(); };
-  same_ += argmax(lp) == argmax(base) ? 1.0 : 0.0;
-  const double dp = std::exp(-nll) - std::exp(-base_nll);
-  dp2_ += dp * dp;
-  dp4_ += dp * dp * dp * dp;
+  s.same_top1 = argmax(lp) == argmax(base) ? 1.0 : 0.0;
+  s.dp = std::exp(-s.nll) - std::exp(-s.base_nll);
+  return s;
+}
+
+void QualityAccumulator::add(const TokenScore& s) {
+  ++n_;
+  nll_ += s.nll;
+  nll2_ += s.nll * s.nll;
+  if (!s.has_base) return;
+  has_base_ = true;
+  base_nll_ += s.base_nll;
+  base_nll2_ += s.base_nll * s.base_nll;
+  kld_ += s.kld;
+  kld2_ += s.kld * s.kld;
+  same_ += s.same_top1;
+  dp2_ += s.dp * s.dp;
+  dp4_ += s.dp * s.dp * s.dp * s.dp;
 }
 
 namespace {
@@ -106,31 +116,68 @@ Result<QualityStats> measure_quality(const Model& model, const std::vector<int32
   if (base_scores != nullptr && static_cast<int>(base_scores->size()) < chunks) {
     return error(StatusCode::kInvalidArgument, "the KL base holds {} windows, {} are needed", base_scores->size(), chunks);
   }
-  Context ctx(model, o.n_ctx);
-  std::optional<Context> base_ctx;
-  if (base != nullptr) base_ctx.emplace(*base, o.n_ctx);
-  QualityAccumulator acc;
+  // Windows are independent: score them on several threads, each with its
+  // own contexts, then accumulate in window order so results do not depend
+  // on the thread count.
+  const int n_threads = std::max(1, std::min(chunks, o.threads > 0 ? o.threads
+                                                                     : static_cast<int>(std::thread::hardware_concurrency())));
+  std::vector<std::vector<TokenScore>> per_chunk(static_cast<size_t>(chunks));
+  if (save_base != nullptr) save_base->assign(static_cast<size_t>(chunks), {});
+  std::vector<Status> failures(static_cast<size_t>(n_threads));
+  std::atomic<int> next{0}, finished{0};
+  std::mutex progress_mutex;
   const int first = o.n_ctx / 2;
-  for (int c = 0; c < chunks; ++c) {
-    std::vector<int32_t> window(tokens.begin() + static_cast<long>(c) * o.n_ctx,
-                                tokens.begin() + static_cast<long>(c + 1) * o.n_ctx);
-    if (bos >= 0) window[0] = bos;
-    ORK_ASSIGN_OR_RETURN(WindowScores scores, score_window(ctx, window, first));
-    WindowScores base_window;
-    if (base_ctx) {
-      ORK_ASSIGN_OR_RETURN(base_window, score_window(*base_ctx, window, first));
-    } else if (base_scores != nullptr) {
-      base_window = (*base_scores)[static_cast<size_t>(c)];
-      if (base_window.size() != scores.size() || base_window[0].size() != scores[0].size()) {
-        return error(StatusCode::kInvalidArgument, "the KL base does not match this text, context or vocabulary");
+  auto worker = [&](int tid) {
+    Context ctx(model, o.n_ctx);
+    std::optional<Context> base_ctx;
+    if (base != nullptr) base_ctx.emplace(*base, o.n_ctx);
+    for (int c; (c = next++) < chunks;) {
+      std::vector<int32_t> window(tokens.begin() + static_cast<long>(c) * o.n_ctx,
+                                  tokens.begin() + static_cast<long>(c + 1) * o.n_ctx);
+      if (bos >= 0) window[0] = bos;
+      auto scores = score_window(ctx, window, first);
+      if (!scores.is_ok()) {
+        failures[static_cast<size_t>(tid)] = scores.status();
+        return;
+      }
+      WindowScores base_window;
+      if (base_ctx) {
+        auto b = score_window(*base_ctx, window, first);
+        if (!b.is_ok()) {
+          failures[static_cast<size_t>(tid)] = b.status();
+          return;
+        }
+        base_window = std::move(b).value();
+      } else if (base_scores != nullptr) {
+        base_window = (*base_scores)[static_cast<size_t>(c)];
+        if (base_window.size() != scores->size() || base_window[0].size() != (*scores)[0].size()) {
+          failures[static_cast<size_t>(tid)] =
+              error(StatusCode::kInvalidArgument, "the KL base does not match this text, context or vocabulary");
+          return;
+        }
+      }
+      auto& out = per_chunk[static_cast<size_t>(c)];
+      for (size_t j = 0; j < scores->size(); ++j) {
+        const int32_t target = window[static_cast<size_t>(first) + j + 1];
+        out.push_back(score_token((*scores)[j],
+                                  base_window.empty() ? std::span<const float>() : std::span<const float>(base_window[j]),
+                                  target));
+      }
+      if (save_base != nullptr) (*save_base)[static_cast<size_t>(c)] = std::move(scores).value();
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        progress(++finished, chunks);
       }
     }
-    for (size_t j = 0; j < scores.size(); ++j) {
-      const int32_t target = window[static_cast<size_t>(first) + j + 1];
-      acc.add(scores[j], base_window.empty() ? std::span<const float>() : std::span<const float>(base_window[j]), target);
-    }
-    if (save_base != nullptr) save_base->push_back(std::move(scores));
-    if (progress) progress(c + 1, chunks);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < n_threads; ++t) threads.emplace_back(worker, t);
+  worker(0);
+  for (auto& t : threads) t.join();
+  for (const Status& s : failures) ORK_RETURN_IF_ERROR(s);
+  QualityAccumulator acc;
+  for (const auto& chunk : per_chunk) {
+    for (const TokenScore& s : chunk) acc.add(s);
   }
   return acc.finish();
 }

@@ -33,10 +33,19 @@ struct QualityStats {
   Estimate base_ppl;
 };
 
-// Accumulates per-token scores; log-prob vectors are n_vocab long.
+// What one scored token contributes.
+struct TokenScore {
+  double nll = 0;
+  bool has_base = false;
+  double base_nll = 0, kld = 0, same_top1 = 0, dp = 0;
+};
+
+// Scores one position: log-prob vectors are n_vocab long; base may be empty.
+TokenScore score_token(std::span<const float> logprobs, std::span<const float> base_logprobs, int32_t target);
+
 class QualityAccumulator {
  public:
-  void add(std::span<const float> logprobs, std::span<const float> base_logprobs, int32_t target);
+  void add(const TokenScore& score);
   QualityStats finish() const;
 
  private:
@@ -55,6 +64,7 @@ using WindowScores = std::vector<std::vector<float>>;
 struct PerplexityOptions {
   int n_ctx = 128;
   int max_chunks = 0;  // 0 = every full window
+  int threads = 0;     // windows scored in parallel; 0 = hardware concurrency
 };
 
 // Scores `tokens` with `model` and, if given, compares with `base`

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Measures the tables of docs/QUALITY.md: for a model, every uniform tier with
+# and without rotation, and planned mixes at 4.25 / 4.5 / 5.0 bpw (with an
+# importance matrix from corpus/sotu-calibration.txt), each against the f32
+# model: PPL, mean KLD, top-1 agreement, RMS delta-p, on context 128.
+# Usage: bench/quality.sh MODEL.gguf TEXT OUT_DIR   (prints markdown rows)
+set -euo pipefail
+MODEL=$1; TEXT=$2; OUT=$3
+ORK=${ORK:-build/release/ork}
+TD=${ORK_TESTDATA:-../shared/testdata}
+mkdir -p "$OUT"
+name=$(basename "$MODEL" .gguf)
+base="$OUT/$name.klbase"
+[ -f "$base" ] || "$ORK" ppl -m "$MODEL" -f "$TEXT" -c 128 --save-kl-base "$base" >/dev/null 2>&1
+[ -f "$OUT/$name.imatrix" ] || "$ORK" imatrix -m "$MODEL" -f "$TD/corpus/sotu-calibration.txt" -o "$OUT/$name.imatrix" \
+  --chunks 128 >/dev/null 2>&1
+
+row() {  # label, pack flags...
+  local label=$1; shift
+  local pack="$OUT/$name-$(echo "$label" | tr ' ,=/' '____').orkpack"
+  "$ORK" pack "$MODEL" -o "$pack" "$@" >/dev/null 2>"$pack.log" || { echo "| $label | pack failed: $(tail -1 "$pack.log") |"; return; }
+  local bpw
+  bpw=$(grep -o '[0-9.]* bits per weight' "$pack.log" | cut -d' ' -f1)
+  "$ORK" ppl -m "$pack" -f "$TEXT" -c 128 --kl-base "$base" --json 2>/dev/null |
+    python3 -c "import json,sys; d=json.load(sys.stdin); print(f\"| $label | $bpw | {d['ppl']:.2f} ± {d['ppl_err']:.2f} | {d['kld']:.5f} ± {d['kld_err']:.5f} | {100*d['top1']:.2f} ± {100*d['top1_err']:.2f} | {100*d['rms_dp']:.2f} ± {100*d['rms_dp_err']:.2f} |\")"
+}
+
+echo "| $name | bpw | PPL | mean KLD | same top-1 % | RMS Δp % |"
+echo "|---|---|---|---|---|---|"
+for tier in f16 i8 i8s i6 i5 nf4 i4; do
+  row "uniform $tier" --uniform "$tier" --no-rotate
+  row "uniform $tier, rotated" --uniform "$tier"
+done
+for bpw in 4.25 4.5 5.0; do
+  row "planned $bpw bpw, imatrix" --bpw "$bpw" --imatrix "$OUT/$name.imatrix"
+done

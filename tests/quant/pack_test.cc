@@ -1,0 +1,207 @@
+// ork pack end to end on a real model: lossless tiers reproduce the f32
+// logits exactly (rotated or not), quantized tiers degrade gracefully, the
+// planner meets its budget, and the tier map round-trips.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "model/forward.h"
+#include "model/perplexity.h"
+#include "quant/imatrix.h"
+#include "quant/packer.h"
+#include "testdata.h"
+
+namespace ork {
+namespace {
+
+constexpr const char* kModel = "models/tinystories656K-f32.gguf";
+const std::vector<int32_t> kIds = {1, 80, 147, 201, 282, 57, 300, 1000, 14, 77};
+
+std::vector<float> logits_of(const std::string& path) {
+  auto model = Model::load(path);
+  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
+  if (!model.is_ok()) return {};
+  Context ctx(**model, 32);
+  return *ctx.eval(kIds);
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+
+PackReport pack(PackOptions o) {
+  o.input = testing::testdata(kModel);
+  auto report = pack_model(o);
+  EXPECT_TRUE(report.is_ok()) << report.status().to_string();
+  return report.is_ok() ? *report : PackReport{};
+}
+
+TEST(Pack, LosslessTiersReproduceTheModelRotatedOrNot) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  const auto want = logits_of(testing::testdata(kModel));
+  for (bool rotate : {false, true}) {
+    PackOptions o;
+    o.output = ::testing::TempDir() + "/f32.orkpack";
+    o.rules = {*parse_tier_rule(".=f32")};
+    o.rotate = rotate;
+    pack(o);
+    // Rotation is orthogonal: only float rounding separates the results.
+    EXPECT_LE(max_abs_diff(logits_of(o.output), want), 2e-4f) << "rotate " << rotate;
+  }
+}
+
+TEST(Pack, RotationIsUsedWhereItMeasuresBetter) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  PackOptions o;
+  o.output = ::testing::TempDir() + "/i4.orkpack";
+  o.rules = {*parse_tier_rule(".=i4")};
+  const PackReport r = pack(o);
+  int rotated = 0;
+  for (const auto& t : r.tensors) rotated += t.rotated;
+  EXPECT_GT(rotated, 0);
+  auto pack_file = OrkpackFile::open(o.output);
+  ASSERT_TRUE(pack_file.is_ok());
+  EXPECT_EQ(*pack_file->metadata().get_string("ork.rotation"), "hadamard");
+  EXPECT_NE(pack_file->metadata().find_string("ork.pack.tiers")->find("blk.0.ffn_up.weight = i4"), std::string::npos);
+}
+
+TEST(Pack, PlannerMeetsTheBudgetAndSpendsIt) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  for (double bpw : {4.5, 5.0, 6.0}) {
+    PackOptions o;
+    o.output = ::testing::TempDir() + "/planned.orkpack";
+    o.bpw = bpw;
+    const PackReport r = pack(o);
+    EXPECT_LE(r.bpw(), bpw) << bpw;
+    EXPECT_GT(r.bpw(), bpw - 0.35) << bpw;  // the greedy leaves at most one step unspent
+    // The file's bytes are what the report says.
+    auto f = OrkpackFile::open(o.output);
+    ASSERT_TRUE(f.is_ok());
+    uint64_t bytes = 0;
+    for (const auto& t : f->tensors()) bytes += t.data_size + t.scales_size;
+    EXPECT_EQ(bytes, r.bytes);
+  }
+}
+
+TEST(Pack, MoreBitsLowerKld) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto base = Model::load(testing::testdata(kModel));
+  ASSERT_TRUE(base.is_ok());
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 64 * 4; ++i) tokens.push_back(3 + (i * 7919) % 2000);
+  double last = 1e9;
+  for (const char* tier : {"i4", "i6", "i8"}) {
+    PackOptions o;
+    o.output = ::testing::TempDir() + "/kld.orkpack";
+    o.rules = {*parse_tier_rule(std::string(".=") + tier)};
+    pack(o);
+    auto m = Model::load(o.output);
+    ASSERT_TRUE(m.is_ok());
+    PerplexityOptions po;
+    po.n_ctx = 64;
+    auto q = measure_quality(**m, tokens, 1, po, base->get(), nullptr, nullptr, nullptr);
+    ASSERT_TRUE(q.is_ok()) << q.status().to_string();
+    EXPECT_LT(q->kld.value, last) << tier;
+    last = q->kld.value;
+  }
+  EXPECT_LT(last, 0.005);  // i8 is nearly lossless
+}
+
+TEST(Pack, ImportanceMatrixRoundTripsAndSteersThePlan) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto model = Model::load(testing::testdata(kModel));
+  ASSERT_TRUE(model.is_ok());
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 256; ++i) tokens.push_back(3 + (i * 104729) % 2000);
+  auto m = ImportanceMatrix::collect(**model, tokens, 64, kDefaultRotationSeed, 1, nullptr);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ(m->tokens(), 256u);
+  const ImportanceVectors* q = m->find("blk.0.attn_q.weight");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->raw.size(), 128u);
+  // The rotated basis holds the same energy: the rotation is orthogonal.
+  double raw = 0, rot = 0;
+  for (float v : q->raw) raw += v;
+  for (float v : q->rotated) rot += v;
+  EXPECT_NEAR(raw, rot, 1e-3 * raw);
+  const std::string path = ::testing::TempDir() + "/ts.imatrix";
+  ASSERT_TRUE(m->save(path, "synthetic tokens").is_ok());
+  auto loaded = ImportanceMatrix::load(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  EXPECT_EQ(loaded->find("blk.1.ffn_down.weight")->raw, m->find("blk.1.ffn_down.weight")->raw);
+  PackOptions o;
+  o.output = ::testing::TempDir() + "/im.orkpack";
+  o.bpw = 4.5;
+  o.imatrix = &*loaded;
+  const PackReport r = pack(o);
+  EXPECT_LE(r.bpw(), 4.5);
+}
+
+TEST(Pack, TierMapRoundTrips) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  PackOptions o;
+  o.output = ::testing::TempDir() + "/a.orkpack";
+  o.bpw = 5.0;
+  const PackReport first = pack(o);
+  const std::string map_path = ::testing::TempDir() + "/a.tiers";
+  {
+    std::ofstream out(map_path);
+    out << "# comment\n" << format_tier_map(first.tier_map);
+  }
+  auto map = read_tier_map(map_path);
+  ASSERT_TRUE(map.is_ok()) << map.status().to_string();
+  EXPECT_EQ(*map, first.tier_map);
+  PackOptions again;
+  again.output = ::testing::TempDir() + "/b.orkpack";
+  again.tier_map = *map;
+  EXPECT_EQ(pack(again).tier_map, first.tier_map);
+}
+
+TEST(Pack, BadRulesAndMapsAreClearErrors) {
+  EXPECT_NE(parse_tier_rule("ffn_down").status().message().find("regex=tier"), std::string::npos);
+  EXPECT_NE(parse_tier_rule("ffn_down=i3").status().message().find("unknown tier 'i3'"), std::string::npos);
+  EXPECT_NE(parse_tier_rule("ffn_(=i4").status().message().find("bad regex"), std::string::npos);
+  const std::string path = ::testing::TempDir() + "/bad.tiers";
+  {
+    std::ofstream out(path);
+    out << "blk.0.attn_q.weight = i4\nnonsense line\n";
+  }
+  EXPECT_NE(read_tier_map(path).status().message().find("bad.tiers:2"), std::string::npos);
+}
+
+TEST(Planner, GreedyOnTheHullPrefersTheBestGainPerByte) {
+  // Tensor a gains a lot from its upgrade, tensor b little: with room for
+  // one upgrade, a gets it.
+  std::vector<PlanTensor> t = {
+      {"a", 100, {{Tier::kI4, 100, 10.0}, {Tier::kI8, 200, 1.0}}, std::nullopt},
+      {"b", 100, {{Tier::kI4, 100, 10.0}, {Tier::kI8, 200, 9.0}}, std::nullopt},
+  };
+  auto plan = plan_tiers(t, 300);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->at("a"), Tier::kI8);
+  EXPECT_EQ(plan->at("b"), Tier::kI4);
+  EXPECT_FALSE(plan_tiers(t, 150).is_ok());
+  t[1].fixed = Tier::kI8;
+  plan = plan_tiers(t, 300);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->at("a"), Tier::kI4);
+  EXPECT_EQ(plan->at("b"), Tier::kI8);
+}
+
+TEST(Planner, DominatedOptionsAreSkipped) {
+  // i5 costs more than nf4 and is worse: never chosen.
+  std::vector<PlanTensor> t = {
+      {"a", 100, {{Tier::kNf4, 100, 5.0}, {Tier::kI5, 125, 6.0}, {Tier::kI6, 150, 2.0}}, std::nullopt}};
+  auto plan = plan_tiers(t, 140);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->at("a"), Tier::kNf4);
+  plan = plan_tiers(t, 150);
+  EXPECT_EQ(plan->at("a"), Tier::kI6);
+}
+
+}  // namespace
+}  // namespace ork
