@@ -127,7 +127,11 @@ void expect_error(const Status& s, StatusCode code, const std::string& fragment)
 
 class OrkpackCorrupt : public ::testing::Test {
  protected:
-  void SetUp() override { bytes_ = read_bytes(write_sample("corrupt-src.orkpack")); }
+  // A file per test: ctest runs tests of this suite in parallel processes.
+  void SetUp() override {
+    bytes_ = read_bytes(write_sample(std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
+                                     ".orkpack"));
+  }
   std::vector<uint8_t> bytes_;
 };
 
