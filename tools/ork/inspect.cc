@@ -1,9 +1,11 @@
 // ork inspect: a GGUF file's header, metadata and tensor table.
 #include <cstdio>
+#include <algorithm>
 #include <map>
 
 #include "commands.h"
 #include "format/gguf/gguf.h"
+#include "format/orkpack/orkpack.h"
 #include "model/config.h"
 
 namespace ork::cli {
@@ -28,16 +30,70 @@ std::string human_bytes(uint64_t b) {
   return fmt::format("{} B", b);
 }
 
+void print_metadata(const GgufFile& g, const InspectOptions& opt) {
+  fmt::print("\nmetadata ({} keys):\n", g.metadata().size());
+  for (const auto& [key, value] : g.metadata()) {
+    if (key == "ork.pack.tiers") {
+      fmt::print("  {:<44} {:<8} ({} lines; the tier column below)\n", key, "string",
+                 std::count(value.string_value.begin(), value.string_value.end(), '\n'));
+      continue;
+    }
+    fmt::print("  {:<44} {:<8} {}\n", key, gguf_value_type_name(value.type), value.to_string(static_cast<size_t>(opt.max_array)));
+  }
+}
+
+int inspect_orkpack(const InspectOptions& opt) {
+  auto pack = OrkpackFile::open(opt.path);
+  if (!pack.is_ok()) return fail(pack.status().to_string());
+  const OrkpackFile& p = *pack;
+  fmt::print("{}: orkpack v{}, {} bytes, rotation seed {:#x}\n", p.path(), p.version(), p.file_size(), p.rotation_seed());
+  print_metadata(p.metadata(), opt);
+  uint64_t total_bytes = 0, total_elems = 0;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_tier;
+  for (const OrkpackTensor& t : p.tensors()) {
+    uint64_t elems = 1;
+    for (uint64_t d : t.spec.dims) elems *= d;
+    const uint64_t bytes = t.data_size + t.scales_size;
+    total_bytes += bytes;
+    total_elems += elems;
+    auto& acc = by_tier[std::string(tier_name(t.spec.tier))];
+    acc.first += bytes;
+    acc.second += elems;
+  }
+  if (!opt.no_tensors) {
+    fmt::print("\ntensors ({}):\n  {:<36} {:<5} {:<18} {:>8} {:>6} {:>12} {:>7} {:>10}\n", p.tensors().size(), "name", "tier",
+               "shape (ne)", "k_stored", "rot", "bytes", "bpw", "rel.error");
+    for (const OrkpackTensor& t : p.tensors()) {
+      std::string shape = "[";
+      uint64_t elems = 1;
+      for (size_t i = 0; i < t.spec.dims.size(); ++i) {
+        shape += (i ? ", " : "") + std::to_string(t.spec.dims[i]);
+        elems *= t.spec.dims[i];
+      }
+      shape += "]";
+      const uint64_t bytes = t.data_size + t.scales_size;
+      fmt::print("  {:<36} {:<5} {:<18} {:>8} {:>6} {:>12} {:>7.3f} {:>10.3g}\n", t.spec.name, tier_name(t.spec.tier), shape,
+                 t.spec.k_stored, t.spec.rotation_block, bytes, 8.0 * static_cast<double>(bytes) / static_cast<double>(elems),
+                 t.spec.error);
+    }
+  }
+  fmt::print("\ntotal: {} tensors, {} parameters, {} ({:.3f} bits per weight, as llama.cpp counts)\n", p.tensors().size(),
+             total_elems, human_bytes(total_bytes),
+             total_elems ? 8.0 * static_cast<double>(total_bytes) / static_cast<double>(total_elems) : 0.0);
+  for (const auto& [tier, acc] : by_tier) {
+    fmt::print("  {:<5} {:>14} params {:>12}\n", tier, acc.second, human_bytes(acc.first));
+  }
+  return 0;
+}
+
 int inspect(const InspectOptions& opt) {
+  if (OrkpackFile::sniff_file(opt.path)) return inspect_orkpack(opt);
   auto gguf = GgufFile::open(opt.path);
   if (!gguf.is_ok()) return fail(gguf.status().to_string());
   const GgufFile& g = *gguf;
   fmt::print("{}: GGUF v{}, {} bytes, alignment {}, data at {}\n", g.path(), g.version(), g.file_size(), g.alignment(),
              g.data_offset());
-  fmt::print("\nmetadata ({} keys):\n", g.metadata().size());
-  for (const auto& [key, value] : g.metadata()) {
-    fmt::print("  {:<44} {:<8} {}\n", key, gguf_value_type_name(value.type), value.to_string(static_cast<size_t>(opt.max_array)));
-  }
+  print_metadata(g, opt);
 
   uint64_t total_bytes = 0, total_elems = 0;
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_type;  // bytes, elems
@@ -78,7 +134,7 @@ int inspect(const InspectOptions& opt) {
 
 Runner add_inspect(CLI::App& app) {
   auto opt = std::make_shared<InspectOptions>();
-  app.add_option("model", opt->path, "GGUF file")->required();
+  app.add_option("model", opt->path, "GGUF or orkpack file")->required();
   app.add_option("--max-array", opt->max_array, "Array elements shown per metadata value")->capture_default_str();
   app.add_flag("--no-tensors", opt->no_tensors, "Omit the tensor table");
   return [opt] { return inspect(*opt); };
