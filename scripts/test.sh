@@ -20,7 +20,7 @@ if [ "${ORK_TEST_QUICK:-0}" = "1" ]; then exit 0; fi
 echo "== sanitizer build (ASan + UBSan) and tests"
 cmake --preset sanitize >/dev/null
 cmake --build --preset sanitize -j "$JOBS"
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --preset sanitize -j "$JOBS"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --preset sanitize -j "$JOBS" -LE slow
 
 echo "== fuzzing the GGUF and orkpack readers for ${ORK_FUZZ_SECONDS:-60}s each"
 cmake --preset fuzz >/dev/null

@@ -13,7 +13,7 @@ namespace ork {
 namespace {
 
 struct Accumulator {
-  std::vector<double> raw, rotated;
+  std::vector<double> raw, rotated, cov;
   uint64_t count = 0;
 };
 
@@ -41,8 +41,17 @@ Result<ImportanceMatrix> ImportanceMatrix::collect(const Model& model, const std
     a.raw.resize(static_cast<size_t>(k));
     a.rotated.resize(static_cast<size_t>(ks));
     row.resize(static_cast<size_t>(ks));
+    const bool with_cov = k <= kMaxCovarianceK;
+    if (with_cov) a.cov.resize(static_cast<size_t>(k * k));
     for (int t = 0; t < n; ++t) {
       const float* xt = x + static_cast<int64_t>(t) * k;
+      if (with_cov) {
+        for (int64_t i = 0; i < k; ++i) {
+          const double xi = xt[i];
+          double* c = &a.cov[static_cast<size_t>(i * k)];
+          for (int64_t j = 0; j < k; ++j) c[j] += xi * xt[j];
+        }
+      }
       std::fill(row.begin(), row.end(), 0.0f);
       std::copy_n(xt, k, row.begin());
       for (int64_t j = 0; j < k; ++j) a.raw[static_cast<size_t>(j)] += static_cast<double>(xt[j]) * xt[j];
@@ -75,6 +84,7 @@ Result<ImportanceMatrix> ImportanceMatrix::collect(const Model& model, const std
     const double inv = a.count > 0 ? 1.0 / static_cast<double>(a.count) : 0.0;
     for (double s : a.raw) v.raw.push_back(static_cast<float>(s * inv));
     for (double s : a.rotated) v.rotated.push_back(static_cast<float>(s * inv));
+    for (double s : a.cov) v.cov.push_back(static_cast<float>(s * inv));
   }
   return m;
 }
@@ -88,6 +98,9 @@ Status ImportanceMatrix::save(const std::string& path, const std::string& source
   for (const auto& [name, v] : entries_) {
     ORK_RETURN_IF_ERROR(w.add_tensor(name + ".in_sq", GgmlType::kF32, {v.raw.size()}, float_bytes(v.raw)));
     ORK_RETURN_IF_ERROR(w.add_tensor(name + ".in_sq_rot", GgmlType::kF32, {v.rotated.size()}, float_bytes(v.rotated)));
+    if (!v.cov.empty()) {
+      ORK_RETURN_IF_ERROR(w.add_tensor(name + ".in_cov", GgmlType::kF32, {v.raw.size(), v.raw.size()}, float_bytes(v.cov)));
+    }
   }
   return w.write_file(path);
 }
@@ -101,18 +114,23 @@ Result<ImportanceMatrix> ImportanceMatrix::load(const std::string& path) {
   m.tokens_ = static_cast<uint64_t>(g.find_int("imatrix.tokens").value_or(0));
   m.rotation_seed_ = static_cast<uint64_t>(g.find_int("imatrix.rotation.seed").value_or(0));
   for (const GgufTensorInfo& t : g.tensors()) {
-    if (t.type != GgmlType::kF32 || t.dims.size() != 1) {
-      return error(StatusCode::kCorrupt, "{}: tensor '{}' is not a 1-D F32 vector", path, t.name);
+    const bool is_cov = t.dims.size() == 2 && t.dims[0] == t.dims[1];
+    if (t.type != GgmlType::kF32 || (t.dims.size() != 1 && !is_cov)) {
+      return error(StatusCode::kCorrupt, "{}: tensor '{}' is not an F32 vector or square matrix", path, t.name);
     }
     std::vector<float> values(t.elems);
     std::memcpy(values.data(), t.data, t.bytes);
     for (float v : values) {
-      if (!(v >= 0.0f) || !std::isfinite(v)) return error(StatusCode::kCorrupt, "{}: tensor '{}' holds {}", path, t.name, v);
+      if (!std::isfinite(v) || (!is_cov && v < 0.0f)) {
+        return error(StatusCode::kCorrupt, "{}: tensor '{}' holds {}", path, t.name, v);
+      }
     }
     const auto ends_with = [&](const std::string& suffix) {
       return t.name.size() > suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
-    if (ends_with(".in_sq_rot")) {
+    if (ends_with(".in_cov")) {
+      m.entries_[t.name.substr(0, t.name.size() - 7)].cov = std::move(values);
+    } else if (ends_with(".in_sq_rot")) {
       m.entries_[t.name.substr(0, t.name.size() - 10)].rotated = std::move(values);
     } else if (ends_with(".in_sq")) {
       m.entries_[t.name.substr(0, t.name.size() - 6)].raw = std::move(values);

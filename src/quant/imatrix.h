@@ -2,7 +2,8 @@
 // column over calibration tokens — both as the activations arrive and after
 // the rotation ork pack applies to that weight (a diagonal cannot be rotated
 // after the fact). Stored as a tensorless-looking GGUF: one F32 tensor per
-// weight and basis, "<weight>.in_sq" [K] and "<weight>.in_sq_rot" [K padded].
+// weight and basis, "<weight>.in_sq" [K] and "<weight>.in_sq_rot" [K padded],
+// and "<weight>.in_cov" [K, K] where K is small enough.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,13 @@ class Model;
 struct ImportanceVectors {
   std::vector<float> raw;      // K values
   std::vector<float> rotated;  // k_stored values, in the rotated basis
+  std::vector<float> cov;      // K x K second moments E[x x^T] (raw basis), for
+                               // error-correcting rounding; empty when K > kMaxCovarianceK
 };
+
+// Inputs wider than this keep the diagonal only (a K x K matrix per input
+// would not fit in memory for large models).
+inline constexpr int64_t kMaxCovarianceK = 1024;
 
 class ImportanceMatrix {
  public:

@@ -31,6 +31,7 @@ struct PackOptions {
   std::vector<TierRule> rules;
   std::map<std::string, Tier> tier_map;
   bool rotate = true;               // rotate tensors where it measures better
+  bool gptq = true;                 // error-correcting rounding where the imatrix has covariances
   uint64_t rotation_seed = kDefaultRotationSeed;
   std::vector<Tier> candidates = {Tier::kI4, Tier::kNf4, Tier::kI5, Tier::kI6, Tier::kI8};
   int sample_rows = 256;            // rows per tensor measured for the plan

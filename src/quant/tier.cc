@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstring>
+#include <vector>
 
 #include "core/half.h"
 #include "quant/tier_impl.h"
@@ -64,8 +65,58 @@ uint64_t tier_data_bytes(Tier tier, int64_t rows, int64_t k_stored) {
   return static_cast<uint64_t>((b0 + b1) * rows);
 }
 
+namespace {
+
+double quantize_row(Tier tier, const float* row, const float* importance, int64_t k, tiers::RowPlanes out,
+                    float* scale, float given_scale) {
+  switch (tier) {
+    case Tier::kI8: return tiers::quantize_i8_row(row, importance, k, out, scale, given_scale);
+    case Tier::kI4: return tiers::quantize_i4_row(row, importance, k, out, scale, given_scale);
+    case Tier::kNf4: return tiers::quantize_nf4_row(row, importance, k, out, scale, given_scale);
+    case Tier::kI5: return tiers::quantize_wide_row(1, row, importance, k, out, scale, given_scale);
+    case Tier::kI6: return tiers::quantize_wide_row(2, row, importance, k, out, scale, given_scale);
+    case Tier::kI8s: return tiers::quantize_i8s_row(row, importance, k, out, scale, given_scale);
+    default: return 0.0;
+  }
+}
+
+float snap(Tier tier, float x) {
+  switch (tier) {
+    case Tier::kI8: return tiers::snap_i8(x);
+    case Tier::kI4: return tiers::snap_i4(x);
+    case Tier::kNf4: return tiers::snap_nf4(x);
+    case Tier::kI5: return tiers::snap_wide(1, x);
+    case Tier::kI6: return tiers::snap_wide(2, x);
+    case Tier::kI8s: return tiers::snap_i8s(x);
+    default: return x;
+  }
+}
+
+// GPTQ on one row whose scale is already chosen: returns the weighted error.
+double gptq_row(Tier tier, const float* row, const float* importance, int64_t k, const double* u, tiers::RowPlanes out,
+                float scale) {
+  std::vector<double> w(row, row + k);
+  std::vector<float> target(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    const double v = scale * static_cast<double>(snap(tier, static_cast<float>(w[static_cast<size_t>(j)] / scale)));
+    target[static_cast<size_t>(j)] = static_cast<float>(v);
+    const double e = (w[static_cast<size_t>(j)] - v) / u[j * k + j];
+    for (int64_t i = j + 1; i < k; ++i) w[static_cast<size_t>(i)] -= e * u[j * k + i];
+  }
+  float unused;
+  quantize_row(tier, target.data(), nullptr, k, out, &unused, scale);
+  double err = 0.0;
+  for (int64_t j = 0; j < k; ++j) {
+    const double d = static_cast<double>(row[j]) - target[static_cast<size_t>(j)];
+    err += (importance != nullptr ? importance[j] : 1.0f) * d * d;
+  }
+  return err;
+}
+
+}  // namespace
+
 double quantize_tier(Tier tier, const float* w, const float* importance, int64_t rows, int64_t k, uint8_t* data,
-                     float* scales) {
+                     float* scales, const double* gptq) {
   std::memset(data, 0, tier_data_bytes(tier, rows, k));
   const auto [b0, b1] = plane_row_bytes(tier, k);
   double total = 0.0;
@@ -89,12 +140,11 @@ double quantize_tier(Tier tier, const float* w, const float* importance, int64_t
         }
         break;
       }
-      case Tier::kI8: total += tiers::quantize_i8_row(row, importance, k, out, &scales[r]); break;
-      case Tier::kI4: total += tiers::quantize_i4_row(row, importance, k, out, &scales[r]); break;
-      case Tier::kNf4: total += tiers::quantize_nf4_row(row, importance, k, out, &scales[r]); break;
-      case Tier::kI5: total += tiers::quantize_wide_row(1, row, importance, k, out, &scales[r]); break;
-      case Tier::kI6: total += tiers::quantize_wide_row(2, row, importance, k, out, &scales[r]); break;
-      case Tier::kI8s: total += tiers::quantize_i8s_row(row, importance, k, out, &scales[r]); break;
+      default: {
+        const double err = quantize_row(tier, row, importance, k, out, &scales[r], 0.0f);
+        total += (gptq != nullptr && scales[r] > 0.0f) ? gptq_row(tier, row, importance, k, gptq, out, scales[r]) : err;
+        break;
+      }
     }
   }
   return total;

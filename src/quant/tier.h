@@ -54,8 +54,15 @@ struct TierTensor {
 // unused for f16/f32). `importance` holds one non-negative weight per
 // column, or is null for uniform: the scale of each row minimises
 // sum_j importance_j (w_j - w'_j)^2 by search. Returns that summed error.
+//
+// `gptq`, if given, is the upper Cholesky factor U of the inverse input
+// Hessian (k_stored x k_stored, row-major; H = E[x x^T] in the stored basis):
+// then each row is rounded one weight at a time, and each rounding error is
+// pushed onto the weights not yet rounded so that the layer's output error
+// E|(W - W')x|^2, not the weights' own error, is what stays small
+// (GPTQ, Frantar et al. 2022). The row scales are still searched first.
 double quantize_tier(Tier tier, const float* w, const float* importance, int64_t rows, int64_t k_stored, uint8_t* data,
-                     float* scales);
+                     float* scales, const double* gptq = nullptr);
 
 // Reference dequantization of row r (k_stored floats).
 void dequantize_tier_row(const TierTensor& t, int64_t r, float* out);

@@ -16,11 +16,11 @@
 
 namespace ork::tiers {
 
-double quantize_i8s_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale) {
+double quantize_i8s_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale, float given_scale) {
   const Grid grid = Grid::integers(-7, 7);
   float amax = 0.0f;
   for (int64_t j = 0; j < k; ++j) amax = std::max(amax, std::fabs(w[j]));
-  const ScaleChoice c = search_scale(w, imp, k, grid, amax / 7.4375f);
+  const ScaleChoice c = given_scale > 0 ? ScaleChoice{given_scale, 0.0} : search_scale(w, imp, k, grid, amax / 7.4375f);
   const float s = c.scale;
   const float inv = s != 0.0f ? 1.0f / s : 0.0f;
   double err = 0.0;
@@ -47,6 +47,12 @@ void dequantize_i8s_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
 
 void dequantize_i8s_high_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
   for (int64_t j = 0; j < k; ++j) out[j] = scale * static_cast<float>(planes::get_nibble(in.p0, j) - 8);
+}
+
+float snap_i8s(float x) {
+  const float h = std::clamp(std::nearbyint(x), -7.0f, 7.0f);
+  const float l = std::clamp(std::nearbyint((x - h) * 16.0f), -8.0f, 7.0f);
+  return h + l / 16.0f;
 }
 
 }  // namespace ork::tiers

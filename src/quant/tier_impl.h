@@ -1,6 +1,8 @@
 // Per-tier quantizers and dequantizers behind quant/tier.h (one file each).
 // Each quantizes one row of k weights into its planes (row pointers given)
-// and returns the row's weighted error; dequantizers read one row.
+// and returns the row's weighted error; dequantizers read one row. With
+// given_scale > 0 the row is coded on that scale instead of a searched one
+// (the returned error is then not meaningful: callers measure it).
 #pragma once
 
 #include <cstdint>
@@ -17,21 +19,31 @@ struct ConstRowPlanes {
   const uint8_t* p1 = nullptr;
 };
 
-double quantize_i8_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale);
+double quantize_i8_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale, float given_scale = 0.0f);
 void dequantize_i8_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 
-double quantize_i4_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale);
+double quantize_i4_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale, float given_scale = 0.0f);
 void dequantize_i4_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 
-double quantize_nf4_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale);
+double quantize_nf4_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale, float given_scale = 0.0f);
 void dequantize_nf4_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 
 // i5 (extra_bits 1) and i6 (extra_bits 2): a nibble plane plus a narrow plane.
-double quantize_wide_row(int extra_bits, const float* w, const float* imp, int64_t k, RowPlanes out, float* scale);
+double quantize_wide_row(int extra_bits, const float* w, const float* imp, int64_t k, RowPlanes out, float* scale, float given_scale = 0.0f);
 void dequantize_wide_row(int extra_bits, ConstRowPlanes in, float scale, int64_t k, float* out);
 
-double quantize_i8s_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale);
+double quantize_i8s_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale, float given_scale = 0.0f);
 void dequantize_i8s_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 void dequantize_i8s_high_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 
+}  // namespace ork::tiers
+
+namespace ork::tiers {
+// The representable value nearest x, in units of the row scale (for
+// error-correcting rounding, which codes one weight at a time).
+float snap_i8(float x);
+float snap_i4(float x);
+float snap_nf4(float x);
+float snap_wide(int extra_bits, float x);
+float snap_i8s(float x);
 }  // namespace ork::tiers

@@ -3,6 +3,9 @@
 // same bytes; the CPU inflates it with a byte shuffle.
 #include <array>
 
+#include <algorithm>
+#include <cmath>
+
 #include "quant/planes.h"
 #include "quant/scale_search.h"
 #include "quant/tier_impl.h"
@@ -16,9 +19,9 @@ constexpr std::array<float, 16> kNf4 = {
 
 }  // namespace
 
-double quantize_nf4_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale) {
+double quantize_nf4_row(const float* w, const float* imp, int64_t k, RowPlanes out, float* scale, float given_scale) {
   const Grid grid = Grid::codebook(kNf4);
-  const ScaleChoice c = search_scale(w, imp, k, grid);
+  const ScaleChoice c = given_scale > 0 ? ScaleChoice{given_scale, 0.0} : search_scale(w, imp, k, grid);
   const float inv = c.scale != 0.0f ? 1.0f / c.scale : 0.0f;
   for (int64_t j = 0; j < k; ++j) planes::set_nibble(out.p0, j, static_cast<uint8_t>(grid.index(w[j] * inv)));
   *scale = c.scale;
@@ -27,6 +30,11 @@ double quantize_nf4_row(const float* w, const float* imp, int64_t k, RowPlanes o
 
 void dequantize_nf4_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
   for (int64_t j = 0; j < k; ++j) out[j] = scale * kNf4[planes::get_nibble(in.p0, j)];
+}
+
+float snap_nf4(float x) {
+  const Grid grid = Grid::codebook(kNf4);
+  return grid.level(grid.index(x));
 }
 
 }  // namespace ork::tiers

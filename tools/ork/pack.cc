@@ -23,6 +23,7 @@ struct PackCliOptions {
   std::vector<std::string> rules;
   std::string uniform;
   bool no_rotate = false;
+  bool no_gptq = false;
   int calib_ctx = 128;
   int calib_chunks = 64;
 };
@@ -32,6 +33,7 @@ int pack(const PackCliOptions& c) {
   o.input = c.input;
   o.output = c.output;
   o.rotate = !c.no_rotate;
+  o.gptq = !c.no_gptq;
   if (c.budget > 0) o.budget = c.budget;
   if (c.bpw > 0) o.bpw = c.bpw;
   if (!c.uniform.empty()) {
@@ -123,6 +125,8 @@ Runner add_pack(CLI::App& app) {
   app.add_option("--uniform", c->uniform, "Every matrix at one tier: i4 nf4 i5 i6 i8 i8s f16 f32");
   app.add_option("--write-tiers", c->write_tiers, "Where to write the tier map (default: <output>.tiers)");
   app.add_flag("--no-rotate", c->no_rotate, "Never rotate (default: rotate each tensor where it measures better)");
+  app.add_flag("--no-gptq", c->no_gptq,
+               "Round to nearest only (default: error-correcting rounding where the imatrix has input covariances)");
   return [c] { return pack(*c); };
 }
 
