@@ -4,6 +4,7 @@
 # importance matrix from corpus/sotu-calibration.txt), each against the f32
 # model: PPL, mean KLD, top-1 agreement, RMS delta-p, on context 128.
 # Usage: bench/quality.sh MODEL.gguf TEXT OUT_DIR   (prints markdown rows)
+#        ROWS=uniform|planned|all (default all) selects the rows.
 set -euo pipefail
 MODEL=$1; TEXT=$2; OUT=$3
 ORK=${ORK:-build/release/ork}
@@ -22,15 +23,22 @@ row() {  # label, pack flags...
   local bpw
   bpw=$(grep -o '[0-9.]* bits per weight' "$pack.log" | cut -d' ' -f1)
   "$ORK" ppl -m "$pack" -f "$TEXT" -c 128 --kl-base "$base" --json 2>/dev/null |
-    python3 -c "import json,sys; d=json.load(sys.stdin); print(f\"| $label | $bpw | {d['ppl']:.2f} ± {d['ppl_err']:.2f} | {d['kld']:.5f} ± {d['kld_err']:.5f} | {100*d['top1']:.2f} ± {100*d['top1_err']:.2f} | {100*d['rms_dp']:.2f} ± {100*d['rms_dp_err']:.2f} |\")"
+    python3 -c "import json,sys; d=json.load(sys.stdin); print(f\"| $label | $bpw | {d['ppl']:.2f} ± {d['ppl_err']:.2f} | {d['kld']:.6f} ± {d['kld_err']:.6f} | {100*d['top1']:.2f} ± {100*d['top1_err']:.2f} | {100*d['rms_dp']:.2f} ± {100*d['rms_dp_err']:.2f} |\")"
 }
 
 echo "| $name | bpw | PPL | mean KLD | same top-1 % | RMS Δp % |"
 echo "|---|---|---|---|---|---|"
-for tier in f16 i8 i8s i6 i5 nf4 i4; do
-  row "uniform $tier" --uniform "$tier" --no-rotate
-  row "uniform $tier, rotated" --uniform "$tier"
-done
-for bpw in 4.25 4.5 5.0; do
-  row "planned $bpw bpw, imatrix" --bpw "$bpw" --imatrix "$OUT/$name.imatrix"
-done
+ROWS=${ROWS:-all}
+if [ "$ROWS" != planned ]; then
+  for tier in f16 i8 i8s i6 i5 nf4 i4; do
+    row "uniform $tier" --uniform "$tier" --no-rotate
+    row "uniform $tier, rotated" --uniform "$tier"
+  done
+fi
+if [ "$ROWS" != uniform ]; then
+  for bpw in 4.25 4.5 5.0; do
+    row "planned $bpw bpw, imatrix + GPTQ" --bpw "$bpw" --imatrix "$OUT/$name.imatrix"
+  done
+  row "planned 4.5 bpw, imatrix, no GPTQ" --bpw 4.5 --imatrix "$OUT/$name.imatrix" --no-gptq
+  row "planned 4.5 bpw, no imatrix" --bpw 4.5
+fi
