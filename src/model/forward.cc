@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/thread_pool.h"
+
 namespace ork {
 
-Context::Context(const Model& model, int n_ctx)
-    : model_(model), c_(model.config()), n_ctx_(n_ctx > 0 ? n_ctx : model.config().n_ctx_train) {
+Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
+    : model_(model), c_(model.config()), n_ctx_(n_ctx > 0 ? n_ctx : model.config().n_ctx_train),
+      pool_(pool != nullptr ? pool : &ThreadPool::global()) {
   const size_t cache = static_cast<size_t>(c_.n_layer) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(c_.kv_dim());
   k_cache_.assign(cache, 0.0f);
   v_cache_.assign(cache, 0.0f);
@@ -14,7 +17,12 @@ Context::Context(const Model& model, int n_ctx)
 
 void Context::matmul(const ref::WeightView& w, const float* x, int n, float* y) {
   if (observer_) observer_(w, x, n);
-  ref::matmul(w, x, n, y, 0, w.rows);
+  // Output rows are independent: split them over the pool. Each slice runs
+  // the reference kernel, so results do not depend on the thread count.
+  const int64_t work_per_row = static_cast<int64_t>(n) * (w.is_tier ? w.k_stored : w.cols);
+  pool_->run(
+      w.rows, [&](int64_t begin, int64_t end) { ref::matmul(w, x, n, y, begin, end); },
+      std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, work_per_row)));
 }
 
 void Context::resize_scratch(int n) {

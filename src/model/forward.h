@@ -16,10 +16,13 @@
 
 namespace ork {
 
+class ThreadPool;
+
 class Context {
  public:
   // n_ctx: positions the KV cache holds (0 = the model's trained context).
-  Context(const Model& model, int n_ctx = 0);
+  // pool: threads that split each matmul's rows (null: the global pool).
+  Context(const Model& model, int n_ctx = 0, ThreadPool* pool = nullptr);
 
   // Evaluates `tokens` at positions n_past()..n_past()+n-1 as one batch and
   // appends them to the cache. Returns the logits of the last token (n_vocab
@@ -44,6 +47,7 @@ class Context {
   const Model& model_;
   const ModelConfig& c_;
   int n_ctx_;
+  ThreadPool* pool_;
   int n_past_ = 0;
   MatmulObserver observer_;
   std::vector<float> k_cache_;  // [layer][pos][kv_dim]

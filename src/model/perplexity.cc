@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/thread_pool.h"
 #include "model/forward.h"
 
 namespace ork {
@@ -128,9 +129,11 @@ Result<QualityStats> measure_quality(const Model& model, const std::vector<int32
   std::mutex progress_mutex;
   const int first = o.n_ctx / 2;
   auto worker = [&](int tid) {
-    Context ctx(model, o.n_ctx);
+    // Parallel over windows already: each window's matmuls run serially.
+    ThreadPool serial(1);
+    Context ctx(model, o.n_ctx, &serial);
     std::optional<Context> base_ctx;
-    if (base != nullptr) base_ctx.emplace(*base, o.n_ctx);
+    if (base != nullptr) base_ctx.emplace(*base, o.n_ctx, &serial);
     for (int c; (c = next++) < chunks;) {
       std::vector<int32_t> window(tokens.begin() + static_cast<long>(c) * o.n_ctx,
                                   tokens.begin() + static_cast<long>(c + 1) * o.n_ctx);

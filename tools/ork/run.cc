@@ -6,6 +6,7 @@
 #include <random>
 
 #include "commands.h"
+#include "core/thread_pool.h"
 #include "model/forward.h"
 #include "model/sampler.h"
 #include "model/synth.h"
@@ -23,6 +24,7 @@ struct RunOptions {
   int n_ctx = 0;
   bool ignore_eos = false;
   int64_t seed = -1;
+  int threads = 0;
   SamplerParams sampling;
 };
 
@@ -71,6 +73,7 @@ Result<std::unique_ptr<Model>> load_or_synthesize(const std::string& path) {
 }
 
 int run(const RunOptions& opt) {
+  if (opt.threads > 0) ThreadPool::set_default_threads(opt.threads);
   std::string prompt = opt.prompt;
   if (!opt.prompt_file.empty()) {
     std::ifstream in(opt.prompt_file, std::ios::binary);
@@ -168,6 +171,7 @@ Runner add_run(CLI::App& app) {
       ->capture_default_str();
   app.add_option("-s,--seed", opt->seed, "Random seed (default: random, printed)");
   app.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-text token");
+  app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(CLI::PositiveNumber);
   return [opt] { return run(*opt); };
 }
 
