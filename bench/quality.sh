@@ -5,6 +5,8 @@
 # model: PPL, mean KLD, top-1 agreement, RMS delta-p, on context 128.
 # Usage: bench/quality.sh MODEL.gguf TEXT OUT_DIR   (prints markdown rows)
 #        ROWS=uniform|planned|all (default all) selects the rows.
+#        PPL_FLAGS (default --ref-kernels: the weights' quality alone; set it
+#        empty to measure the fast path with its int8 activations).
 set -euo pipefail
 MODEL=$1; TEXT=$2; OUT=$3
 ORK=${ORK:-build/release/ork}
@@ -22,7 +24,7 @@ row() {  # label, pack flags...
   "$ORK" pack "$MODEL" -o "$pack" "$@" >/dev/null 2>"$pack.log" || { echo "| $label | pack failed: $(tail -1 "$pack.log") |"; return; }
   local bpw
   bpw=$(grep -o '[0-9.]* bits per weight' "$pack.log" | cut -d' ' -f1)
-  "$ORK" ppl -m "$pack" -f "$TEXT" -c 128 --kl-base "$base" --json 2>/dev/null |
+  "$ORK" ppl -m "$pack" -f "$TEXT" -c 128 --kl-base "$base" --json ${PPL_FLAGS:---ref-kernels} 2>/dev/null |
     python3 -c "import json,sys; d=json.load(sys.stdin); print(f\"| $label | $bpw | {d['ppl']:.2f} ± {d['ppl_err']:.2f} | {d['kld']:.6f} ± {d['kld_err']:.6f} | {100*d['top1']:.2f} ± {100*d['top1_err']:.2f} | {100*d['rms_dp']:.2f} ± {100*d['rms_dp_err']:.2f} |\")"
 }
 

@@ -4,6 +4,9 @@
 #include <cmath>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/int8_dot.h"
+#include "kernels/ref/int8_dot.h"
+#include "quant/rotation.h"
 
 namespace ork {
 
@@ -15,8 +18,35 @@ Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
   v_cache_.assign(cache, 0.0f);
 }
 
+bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float* y) {
+  if (!fast_kernels_ || !w.is_tier || (w.tier != Tier::kI4 && w.tier != Tier::kI8)) return false;
+  const int64_t k = w.k_stored;
+  act_f32_.resize(static_cast<size_t>(k));
+  act_i8_.resize(static_cast<size_t>(n * k));
+  act_scales_.resize(static_cast<size_t>(n));
+  for (int m = 0; m < n; ++m) {
+    std::fill(act_f32_.begin(), act_f32_.end(), 0.0f);
+    std::copy_n(x + static_cast<int64_t>(m) * w.cols, w.cols, act_f32_.begin());
+    if (w.rotation_block > 0) rotate(act_f32_.data(), k, w.rotation_block, w.rotation_seed);
+    act_scales_[static_cast<size_t>(m)] =
+        ref::quantize_activation_int8(act_f32_.data(), k, &act_i8_[static_cast<size_t>(m * k)]);
+  }
+  const int bits = w.tier == Tier::kI8 ? 8 : 4;
+  pool_->run(
+      w.rows,
+      [&](int64_t begin, int64_t end) {
+        for (int m = 0; m < n; ++m) {
+          cpu::gemv_rows(bits, w.data, w.scales, k, &act_i8_[static_cast<size_t>(m * k)],
+                         act_scales_[static_cast<size_t>(m)], y + static_cast<int64_t>(m) * w.rows, begin, end);
+        }
+      },
+      std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, n * k)));
+  return true;
+}
+
 void Context::matmul(const ref::WeightView& w, const float* x, int n, float* y) {
   if (observer_) observer_(w, x, n);
+  if (matmul_fast(w, x, n, y)) return;
   // Output rows are independent: split them over the pool. Each slice runs
   // the reference kernel, so results do not depend on the thread count.
   const int64_t work_per_row = static_cast<int64_t>(n) * (w.is_tier ? w.k_stored : w.cols);

@@ -29,6 +29,11 @@ class Context {
   // floats), or of every token when `all_logits` is set (n x n_vocab).
   Result<std::vector<float>> eval(std::span<const int32_t> tokens, bool all_logits = false);
 
+  // Off: every matmul runs the scalar reference (the oracle). On (default):
+  // i4 and i8 orkpack weights run the SIMD integer kernels on int8
+  // activations (quantized per token, after the rotation).
+  void set_fast_kernels(bool on) { fast_kernels_ = on; }
+
   // Called with every matmul's weight and input (n_tokens x cols floats)
   // before it runs: how importance matrices are collected.
   using MatmulObserver = std::function<void(const ref::WeightView& w, const float* x, int n_tokens)>;
@@ -42,6 +47,7 @@ class Context {
  private:
   void attention(int layer, int n_tokens);
   void matmul(const ref::WeightView& w, const float* x, int n, float* y);
+  bool matmul_fast(const ref::WeightView& w, const float* x, int n, float* y);
   void resize_scratch(int n_tokens);
 
   const Model& model_;
@@ -50,6 +56,10 @@ class Context {
   ThreadPool* pool_;
   int n_past_ = 0;
   MatmulObserver observer_;
+  bool fast_kernels_ = true;
+  std::vector<float> act_f32_;
+  std::vector<int8_t> act_i8_;
+  std::vector<float> act_scales_;
   std::vector<float> k_cache_;  // [layer][pos][kv_dim]
   std::vector<float> v_cache_;
 

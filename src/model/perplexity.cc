@@ -132,6 +132,7 @@ Result<QualityStats> measure_quality(const Model& model, const std::vector<int32
     // Parallel over windows already: each window's matmuls run serially.
     ThreadPool serial(1);
     Context ctx(model, o.n_ctx, &serial);
+    ctx.set_fast_kernels(!o.reference_kernels);
     std::optional<Context> base_ctx;
     if (base != nullptr) base_ctx.emplace(*base, o.n_ctx, &serial);
     for (int c; (c = next++) < chunks;) {

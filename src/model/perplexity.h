@@ -65,6 +65,7 @@ struct PerplexityOptions {
   int n_ctx = 128;
   int max_chunks = 0;  // 0 = every full window
   int threads = 0;     // windows scored in parallel; 0 = hardware concurrency
+  bool reference_kernels = false;  // score with the scalar reference path (weights' quality alone)
 };
 
 // Scores `tokens` with `model` and, if given, compares with `base`

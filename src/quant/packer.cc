@@ -130,6 +130,11 @@ double weighted_energy(const std::vector<float>& w, const std::vector<float>& im
   return e;
 }
 
+// Rotation also spreads the activations' outliers, which the CPU engine
+// quantizes to int8 per token: a rotated tensor is kept unless the unrotated
+// one measures clearly better, not merely equal.
+constexpr double kRotationPreference = 1.02;
+
 struct Measured {
   PlanTensor plan;
   std::map<Tier, bool> rotated;  // per tier: whether the rotated variant measured better
@@ -164,7 +169,7 @@ Measured measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t seed) {
       if (it == m.plan.options.end()) {
         m.plan.options.push_back({tier, bytes, err});
         m.rotated[tier] = rotated;
-      } else if (err < it->error) {
+      } else if (err < it->error * kRotationPreference) {
         it->error = err;
         m.rotated[tier] = rotated;
       }

@@ -17,6 +17,7 @@ struct PplCliOptions {
   int n_ctx = 128;
   int chunks = 0;
   bool json = false;
+  bool reference_kernels = false;
 };
 
 constexpr char kKlMagic[8] = {'O', 'R', 'K', 'K', 'L', 'B', '0', '1'};
@@ -80,6 +81,7 @@ int ppl(const PplCliOptions& c) {
   PerplexityOptions o;
   o.n_ctx = c.n_ctx;
   o.max_chunks = c.chunks;
+  o.reference_kernels = c.reference_kernels;
   std::vector<WindowScores> saved;
   auto stats = measure_quality(**model, tokens->ids, tokens->bos, o, ref.get(), base ? &*base : nullptr,
                                c.save_kl_base.empty() ? nullptr : &saved,
@@ -126,6 +128,8 @@ Runner add_ppl(CLI::App& app) {
   app.add_option("--kl-base", c->kl_base, "Reference scores saved by --save-kl-base")->check(CLI::ExistingFile);
   app.add_option("--save-kl-base", c->save_kl_base, "Save this model's scores as a KL base");
   app.add_flag("--json", c->json, "Print one JSON object");
+  app.add_flag("--ref-kernels", c->reference_kernels,
+               "Score with the scalar reference kernels (f32 activations): the weights' quality alone");
   return [c] { return ppl(*c); };
 }
 
