@@ -15,6 +15,7 @@ Runner add_synth(CLI::App& app);
 Runner add_pack(CLI::App& app);
 Runner add_ppl(CLI::App& app);
 Runner add_imatrix(CLI::App& app);
+Runner add_bench(CLI::App& app);
 
 // Prints "ork: <message>" to stderr and returns 1.
 int fail(const std::string& message);

@@ -1,0 +1,173 @@
+// ork bench: prefill and decode speed of a model beside the machine's read
+// bandwidth measured in the same run, so decode can be judged as a
+// fraction of the memory roofline (bytes of weights read per token).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "commands.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/int8_dot.h"
+#include "model/forward.h"
+#include "model/synth.h"
+
+namespace ork::cli {
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  int n_prompt = 512;
+  int n_gen = 128;
+  int reps = 3;
+  int threads = 0;
+  bool json = false;
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Summary {
+  double median = 0, min = 0, max = 0;
+};
+
+Summary summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// Read bandwidth: every thread sums its slice of a buffer far larger than
+// the caches; best of several passes, in GB/s.
+double read_bandwidth(ThreadPool& pool) {
+  const size_t bytes = size_t{1} << 30;
+  std::vector<uint64_t> buf(bytes / 8);
+  for (size_t i = 0; i < buf.size(); i += 512) buf[i] = i;  // touch every page
+  std::vector<uint64_t> sink(64, 0);
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const double t0 = now_s();
+    pool.run(static_cast<int64_t>(buf.size()), [&](int64_t b, int64_t e) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (int64_t i = b; i + 4 <= e; i += 4) {
+        s0 += buf[static_cast<size_t>(i)];
+        s1 += buf[static_cast<size_t>(i + 1)];
+        s2 += buf[static_cast<size_t>(i + 2)];
+        s3 += buf[static_cast<size_t>(i + 3)];
+      }
+      sink[static_cast<size_t>(b * 8 / std::max<int64_t>(1, static_cast<int64_t>(buf.size())))] += s0 + s1 + s2 + s3;
+    }, int64_t{1} << 20);
+    best = std::max(best, static_cast<double>(bytes) / (now_s() - t0) / 1e9);
+  }
+  if (std::accumulate(sink.begin(), sink.end(), uint64_t{0}) == 42) std::fputc(' ', stderr);  // keep the loads
+  return best;
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+// Bytes a decoded token reads: every matrix once (the embedding only for the
+// one row a lookup reads, unless it is also the output matrix).
+uint64_t bytes_per_token(const Model& m) {
+  uint64_t total = 0;
+  auto add = [&](const ref::WeightView& w) {
+    const uint64_t b = w.is_tier ? tier_data_bytes(w.tier, w.rows, w.k_stored) + (w.scales ? 4ull * w.rows : 0)
+                                 : w.row_bytes * static_cast<uint64_t>(w.rows);
+    total += b;
+  };
+  for (int l = 0; l < m.config().n_layer; ++l) {
+    const LayerWeights& L = m.layer(l);
+    for (const ref::WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(*w);
+  }
+  add(m.output());
+  return total;
+}
+
+int bench(const BenchOptions& o) {
+  if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
+  ThreadPool& pool = ThreadPool::global();
+  std::unique_ptr<Model> model;
+  if (o.model.empty()) {
+    SynthOptions s;
+    synth_preset("tiny", &s);
+    auto bytes = synth_write_memory(s);
+    auto g = GgufFile::parse(MappedFile::from_bytes(std::move(bytes).value(), "<built-in synthetic>"));
+    auto m = Model::load(std::move(g).value());
+    if (!m.is_ok()) return fail(m.status().to_string());
+    model = std::move(m).value();
+  } else {
+    auto m = Model::load(o.model);
+    if (!m.is_ok()) return fail(m.status().to_string());
+    model = std::move(m).value();
+  }
+  const ModelConfig& c = model->config();
+  const int n_ctx = std::min(c.n_ctx_train, o.n_prompt + o.n_gen + 1);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> tok(3, c.n_vocab - 1);
+  std::fprintf(stderr, "ork: measuring read bandwidth (%d threads)...\n", pool.size());
+  const double bw = read_bandwidth(pool);
+  std::vector<double> pp, tg;
+  for (int r = 0; r < o.reps; ++r) {
+    Context ctx(*model, n_ctx);
+    std::vector<int32_t> prompt(static_cast<size_t>(std::min(o.n_prompt, n_ctx - o.n_gen - 1)));
+    for (auto& t : prompt) t = tok(rng);
+    if (!prompt.empty()) {
+      const double t0 = now_s();
+      auto l = ctx.eval(prompt);
+      if (!l.is_ok()) return fail(l.status().to_string());
+      pp.push_back(static_cast<double>(prompt.size()) / (now_s() - t0));
+    }
+    const double t1 = now_s();
+    for (int i = 0; i < o.n_gen; ++i) {
+      const int32_t t = tok(rng);
+      auto l = ctx.eval(std::span<const int32_t>(&t, 1));
+      if (!l.is_ok()) return fail(l.status().to_string());
+    }
+    tg.push_back(o.n_gen / (now_s() - t1));
+    std::fprintf(stderr, "  rep %d/%d: pp %.1f tok/s, tg %.1f tok/s\n", r + 1, o.reps, pp.empty() ? 0.0 : pp.back(), tg.back());
+  }
+  const Summary p = pp.empty() ? Summary{} : summarize(pp), g = summarize(tg);
+  const uint64_t bpt = bytes_per_token(*model);
+  const double used = g.median * static_cast<double>(bpt) / 1e9;
+  const char* target = cpu::compiled_target_count() > 0 ? cpu::target_name(0) : "?";
+  if (o.json) {
+    std::printf("{\"model\": \"%s\", \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f}, "
+                "\"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
+                "\"tg\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
+                "\"bytes_per_token\": %llu, \"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, \"reps\": %d}\n",
+                model->path().c_str(), cpu_name().c_str(), pool.size(), target, bw, o.n_prompt, p.median, p.min, p.max,
+                o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt), used, used / bw, o.reps);
+    return 0;
+  }
+  std::printf("model            %s\n", model->path().c_str());
+  std::printf("machine          %s, %d threads, %s; read bandwidth %.2f GB/s\n", cpu_name().c_str(), pool.size(), target, bw);
+  std::printf("prefill pp%-5d  %8.2f tok/s (min %.2f, max %.2f over %d reps)\n", o.n_prompt, p.median, p.min, p.max, o.reps);
+  std::printf("decode  tg%-5d  %8.2f tok/s (min %.2f, max %.2f)\n", o.n_gen, g.median, g.min, g.max);
+  std::printf("decode reads     %.2f MB/token = %.2f GB/s, %.1f %% of the measured read bandwidth\n",
+              static_cast<double>(bpt) / 1e6, used, 100.0 * used / bw);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  app.add_option("-m,--model", o->model, "Model (GGUF or orkpack; default: the built-in synthetic one)");
+  app.add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens for the prefill measurement")->capture_default_str();
+  app.add_option("-n,--n-gen", o->n_gen, "Tokens decoded for the decode measurement")->capture_default_str();
+  app.add_option("-r,--reps", o->reps, "Repetitions (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  app.add_flag("--json", o->json, "Print one JSON object");
+  return [o] { return bench(*o); };
+}
+
+}  // namespace ork::cli
