@@ -179,6 +179,30 @@ Measured measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t seed) {
   return m;
 }
 
+// The units ork packs: every tensor as it is, except Mixture-of-Experts
+// tensors (3-D, ne[2] = experts), which become one 2-D matrix per expert,
+// "<name>.e<i>", so that every expert gets its own tier, rotation and error.
+std::vector<GgufTensorInfo> packing_units(const GgufFile& in) {
+  std::vector<GgufTensorInfo> units;
+  for (const GgufTensorInfo& t : in.tensors()) {
+    if (t.dims.size() != 3 || t.dims[2] < 2) {
+      units.push_back(t);
+      continue;
+    }
+    const uint64_t experts = t.dims[2];
+    for (uint64_t e = 0; e < experts; ++e) {
+      GgufTensorInfo u = t;
+      u.name = t.name + ".e" + std::to_string(e);
+      u.dims = {t.dims[0], t.dims[1]};
+      u.elems = t.elems / experts;
+      u.bytes = t.bytes / experts;
+      u.data = t.data + e * u.bytes;
+      units.push_back(std::move(u));
+    }
+  }
+  return units;
+}
+
 Result<std::vector<uint8_t>> build_metadata(const GgufFile& in, const PackOptions& o, const PackReport& report) {
   GgufWriter w;
   for (const auto& [key, value] : in.metadata()) {
@@ -207,6 +231,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
                  "the importance matrix was collected for rotation seed {}, the pack uses {}", o.imatrix->rotation_seed(),
                  o.rotation_seed);
   }
+  const std::vector<GgufTensorInfo> units = packing_units(in);
   for (const GgufTensorInfo& t : in.tensors()) {
     if (!can_dequantize(t.type)) {
       return error(StatusCode::kUnsupported, "{}: tensor '{}' has type {}, which ork cannot read yet", o.input, t.name,
@@ -218,9 +243,9 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
   std::vector<Measured> measured;
   uint64_t fixed_bytes = 0, params = 0;
   size_t done = 0;
-  for (const GgufTensorInfo& t : in.tensors()) {
+  for (const GgufTensorInfo& t : units) {
     params += t.elems;
-    if (progress) progress(0, done++, in.tensors().size(), t.name);
+    if (progress) progress(0, done++, units.size(), t.name);
     if (!is_matrix(t)) {
       fixed_bytes += tier_data_bytes(Tier::kF32, static_cast<int64_t>(t.rows()), tier_stored_k(static_cast<int64_t>(t.ne(0))));
       continue;
@@ -282,8 +307,8 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
   ORK_ASSIGN_OR_RETURN(OrkpackWriter writer, OrkpackWriter::create(o.output, metadata));
   done = 0;
   size_t mi = 0;
-  for (const GgufTensorInfo& t : in.tensors()) {
-    if (progress) progress(1, done++, in.tensors().size(), t.name);
+  for (const GgufTensorInfo& t : units) {
+    if (progress) progress(1, done++, units.size(), t.name);
     const int64_t ks = tier_stored_k(static_cast<int64_t>(t.ne(0)));
     const int64_t rows = static_cast<int64_t>(t.rows());
     OrkpackTensorSpec spec;

@@ -5,8 +5,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <random>
 
+#include "format/gguf/gguf_writer.h"
 #include "model/forward.h"
 #include "model/perplexity.h"
 #include "quant/imatrix.h"
@@ -248,6 +251,51 @@ TEST(OpConsistency, FastKernelsAgreeWithTheReference) {
     RecordProperty(std::string("kl_") + tier, std::to_string(kl));
     std::printf("fast vs reference, %s: mean KL %.2e, same top-1 %d/%zu\n", tier, kl, same, ids.size());
   }
+}
+
+}  // namespace
+}  // namespace ork
+
+namespace ork {
+namespace {
+
+// A Mixture-of-Experts tensor packs as one matrix per expert, each with its
+// own tier: here the planner gives the expert with outlier columns more bits.
+TEST(Pack, ExpertsGetATierEach) {
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::make_string("qwen3moe"));
+  const uint64_t k = 64, n = 32, experts = 4;
+  std::vector<float> values(k * n * experts);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (auto& v : values) v = normal(rng);
+  for (uint64_t r = 0; r < n; ++r) values[2 * k * n + r * k + 5] *= 40.0f;  // expert 2: an outlier column
+  std::vector<uint8_t> bytes(values.size() * 4);
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  ASSERT_TRUE(w.add_tensor("blk.0.ffn_up_exps.weight", GgmlType::kF32, {k, n, experts}, bytes).is_ok());
+  const std::string in = ::testing::TempDir() + "/moe.gguf";
+  ASSERT_TRUE(w.write_file(in).is_ok());
+  PackOptions o;
+  o.input = in;
+  o.output = ::testing::TempDir() + "/moe.orkpack";
+  o.rotate = false;
+  o.bpw = 5.6;
+  auto r = pack_model(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  auto pack = OrkpackFile::open(o.output);
+  ASSERT_TRUE(pack.is_ok());
+  ASSERT_EQ(pack->tensors().size(), experts);
+  for (uint64_t e = 0; e < experts; ++e) {
+    const OrkpackTensor* t = pack->find_tensor("blk.0.ffn_up_exps.weight.e" + std::to_string(e));
+    ASSERT_NE(t, nullptr) << e;
+    EXPECT_EQ(t->spec.dims, (std::vector<uint64_t>{k, n}));
+    // The stored expert is that expert's slice.
+    std::vector<float> row(static_cast<size_t>(t->spec.k_stored));
+    dequantize_tier_row(t->view(), 3, row.data());
+    EXPECT_NEAR(row[0], values[e * k * n + 3 * k], 0.02f);
+  }
+  EXPECT_GT(tier_info(r->tier_map.at("blk.0.ffn_up_exps.weight.e2")).bits,
+            tier_info(r->tier_map.at("blk.0.ffn_up_exps.weight.e0")).bits);
 }
 
 }  // namespace
