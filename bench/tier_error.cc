@@ -13,14 +13,6 @@
 
 namespace {
 
-double rel_rmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
-    den += a[i] * static_cast<double>(a[i]);
-  }
-  return std::sqrt(num / den);
-}
 
 // Round trip of `w`, optionally rotated before quantizing and unrotated
 // after, so the error is measured in the original space. high_only reads
@@ -42,7 +34,7 @@ double round_trip(ork::Tier tier, const std::vector<float>& w, int64_t rows, int
     else ork::dequantize_tier_row(t, r, out);
     if (rotated) ork::unrotate(out, k, block, 1);
   }
-  return rel_rmse(w, y);
+  return ork::relative_rmse(w, y);
 }
 
 }  // namespace

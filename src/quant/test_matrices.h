@@ -40,4 +40,14 @@ inline std::vector<float> make_test_matrix(MatrixKind kind, int64_t rows, int64_
   return m;
 }
 
+// sqrt(sum (a - b)^2 / sum a^2): the relative RMS error of b against a.
+inline double relative_rmse(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+    den += a[i] * static_cast<double>(a[i]);
+  }
+  return std::sqrt(num / den);
+}
+
 }  // namespace ork

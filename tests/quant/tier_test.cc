@@ -33,14 +33,6 @@ Quantized run(Tier tier, const std::vector<float>& w, int64_t rows, int64_t k, c
   return q;
 }
 
-double rel_rmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
-    den += a[i] * static_cast<double>(a[i]);
-  }
-  return std::sqrt(num / den);
-}
 
 // Relative RMSE bounds on Gaussian rows: a b-bit uniform code with a
 // searched scale has step ~ 2*2.8 sigma / 2^b, RMSE ~ step/sqrt(12); the
@@ -58,7 +50,7 @@ TEST_P(TierRoundTrip, ErrorWithinBoundAndReportedExactly) {
     const int64_t rows = 16;
     const auto w = make_test_matrix(MatrixKind::kGaussian, rows, k, 1);
     const Quantized q = run(c.tier, w, rows, k);
-    EXPECT_LE(rel_rmse(w, q.recon), c.max_rel_rmse_gaussian) << tier_name(c.tier) << " k=" << k;
+    EXPECT_LE(relative_rmse(w, q.recon), c.max_rel_rmse_gaussian) << tier_name(c.tier) << " k=" << k;
     double err = 0;
     for (size_t i = 0; i < w.size(); ++i) err += (w[i] - q.recon[i]) * static_cast<double>(w[i] - q.recon[i]);
     EXPECT_NEAR(q.reported_error, err, 1e-6 * (1 + err)) << tier_name(c.tier);
@@ -75,10 +67,10 @@ INSTANTIATE_TEST_SUITE_P(All, TierRoundTrip,
 TEST(Tiers, MoreBitsNeverWorseOnAnyMatrix) {
   for (MatrixKind kind : {MatrixKind::kGaussian, MatrixKind::kStudentT4, MatrixKind::kOutlierColumns}) {
     const auto w = make_test_matrix(kind, 32, 256, 2);
-    const double e4 = rel_rmse(w, run(Tier::kI4, w, 32, 256).recon);
-    const double e5 = rel_rmse(w, run(Tier::kI5, w, 32, 256).recon);
-    const double e6 = rel_rmse(w, run(Tier::kI6, w, 32, 256).recon);
-    const double e8 = rel_rmse(w, run(Tier::kI8, w, 32, 256).recon);
+    const double e4 = relative_rmse(w, run(Tier::kI4, w, 32, 256).recon);
+    const double e5 = relative_rmse(w, run(Tier::kI5, w, 32, 256).recon);
+    const double e6 = relative_rmse(w, run(Tier::kI6, w, 32, 256).recon);
+    const double e8 = relative_rmse(w, run(Tier::kI8, w, 32, 256).recon);
     EXPECT_LT(e5, e4) << matrix_kind_name(kind);
     EXPECT_LT(e6, e5) << matrix_kind_name(kind);
     EXPECT_LT(e8, e6) << matrix_kind_name(kind);
@@ -147,11 +139,11 @@ TEST(Tiers, SplitTierReadsAsI4AndAsInt8) {
   }
   // The high plane alone is close to i4 (a 15-level code whose scale may not
   // clip, so about absmax-i4); both planes together are i8-class.
-  const double i4 = rel_rmse(w, run(Tier::kI4, w, rows, k).recon);
+  const double i4 = relative_rmse(w, run(Tier::kI4, w, rows, k).recon);
   double den = 0;
   for (float v : w) den += v * static_cast<double>(v);
   EXPECT_LT(std::sqrt(hi_err / den), 1.4 * i4);
-  EXPECT_LT(rel_rmse(w, q.recon), 0.015);
+  EXPECT_LT(relative_rmse(w, q.recon), 0.015);
 }
 
 TEST(Tiers, AllZeroRowsStayZero) {
@@ -215,12 +207,12 @@ TEST(Rotation, IsOrthogonalAndInvertible) {
 TEST(Rotation, SpreadsOutlierColumnsSoI4ErrsLess) {
   const int64_t rows = 32, k = 256;
   auto w = make_test_matrix(MatrixKind::kOutlierColumns, rows, k, 8);
-  const double plain = rel_rmse(w, run(Tier::kI4, w, rows, k).recon);
+  const double plain = relative_rmse(w, run(Tier::kI4, w, rows, k).recon);
   auto rotated = w;
   for (int64_t r = 0; r < rows; ++r) rotate(&rotated[static_cast<size_t>(r * k)], k, rotation_block(k), 9);
   // Error measured in the original space: rotation is orthogonal, so the
   // rotated-space error is the same number.
-  const double rot = rel_rmse(rotated, run(Tier::kI4, rotated, rows, k).recon);
+  const double rot = relative_rmse(rotated, run(Tier::kI4, rotated, rows, k).recon);
   EXPECT_LT(rot, 0.85 * plain);
 }
 
