@@ -1,6 +1,7 @@
 #include <cstring>
 #include <limits>
 
+#include "format/byte_cursor.h"
 #include "format/gguf/gguf.h"
 
 namespace ork {
@@ -10,44 +11,6 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint32_t kMaxArrayDepth = 8;   // nested arrays deeper than this are hostile
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
 constexpr uint32_t kMaxDims = 4;         // GGML_MAX_DIMS
-
-// A bounds-checked little-endian cursor. Every read either succeeds or
-// fails with the byte offset and what was being read.
-class Cursor {
- public:
-  Cursor(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-
-  size_t pos() const { return pos_; }
-  size_t remaining() const { return size_ - pos_; }
-
-  template <typename T>
-  Status read(T* out, const char* what) {
-    if (remaining() < sizeof(T)) {
-      return error(StatusCode::kCorrupt, "truncated at byte {} reading {} ({} bytes needed, {} left)", pos_, what,
-                   sizeof(T), remaining());
-    }
-    std::memcpy(out, data_ + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return Status::ok();
-  }
-
-  Status read_string(std::string* out, const char* what) {
-    uint64_t len = 0;
-    ORK_RETURN_IF_ERROR(read(&len, what));
-    if (len > remaining() || len > kMaxStringBytes) {
-      return error(StatusCode::kCorrupt, "{} at byte {} claims {} bytes, only {} remain", what, pos_ - 8, len,
-                   remaining());
-    }
-    out->assign(reinterpret_cast<const char*>(data_ + pos_), len);
-    pos_ += len;
-    return Status::ok();
-  }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  size_t pos_ = 0;
-};
 
 // Smallest encoded size of one value of a type, used to reject array
 // counts that cannot fit in the bytes left before allocating anything.
@@ -70,7 +33,7 @@ uint64_t min_encoded_bytes(GgufValueType type) {
   return 1;
 }
 
-Status read_value_type(Cursor& cur, GgufValueType* out, const char* what) {
+Status read_value_type(ByteCursor& cur, GgufValueType* out, const char* what) {
   uint32_t raw = 0;
   ORK_RETURN_IF_ERROR(cur.read(&raw, what));
   if (raw >= kGgufValueTypeCount) {
@@ -81,7 +44,7 @@ Status read_value_type(Cursor& cur, GgufValueType* out, const char* what) {
 }
 
 template <typename T>
-Status read_int(Cursor& cur, int64_t* out) {
+Status read_int(ByteCursor& cur, int64_t* out) {
   T v{};
   ORK_RETURN_IF_ERROR(cur.read(&v, "integer value"));
   *out = static_cast<int64_t>(v);
@@ -89,7 +52,7 @@ Status read_int(Cursor& cur, int64_t* out) {
 }
 
 // Reads one scalar (not an array) of `type` into `value`.
-Status read_scalar(Cursor& cur, GgufValueType type, GgufValue* value) {
+Status read_scalar(ByteCursor& cur, GgufValueType type, GgufValue* value) {
   value->type = type;
   switch (type) {
     case GgufValueType::kUint8: return read_int<uint8_t>(cur, &value->int_value);
@@ -114,13 +77,13 @@ Status read_scalar(Cursor& cur, GgufValueType type, GgufValue* value) {
       return Status::ok();
     }
     case GgufValueType::kFloat64: return cur.read(&value->float_value, "float64 value");
-    case GgufValueType::kString: return cur.read_string(&value->string_value, "string value");
+    case GgufValueType::kString: return cur.read_string(&value->string_value, "string value", kMaxStringBytes);
     case GgufValueType::kArray: break;
   }
   return error(StatusCode::kInternal, "read_scalar called for an array");
 }
 
-Status read_value(Cursor& cur, GgufValueType type, GgufValue* value, uint32_t depth) {
+Status read_value(ByteCursor& cur, GgufValueType type, GgufValue* value, uint32_t depth) {
   if (type != GgufValueType::kArray) return read_scalar(cur, type, value);
   if (depth >= kMaxArrayDepth) {
     return error(StatusCode::kCorrupt, "arrays nested deeper than {} at byte {}", kMaxArrayDepth, cur.pos());
@@ -137,7 +100,9 @@ Status read_value(Cursor& cur, GgufValueType type, GgufValue* value, uint32_t de
   switch (value->elem_type) {
     case GgufValueType::kString:
       value->strings.resize(count);
-      for (uint64_t i = 0; i < count; ++i) ORK_RETURN_IF_ERROR(cur.read_string(&value->strings[i], "array string"));
+      for (uint64_t i = 0; i < count; ++i) {
+        ORK_RETURN_IF_ERROR(cur.read_string(&value->strings[i], "array string", kMaxStringBytes));
+      }
       return Status::ok();
     case GgufValueType::kFloat32:
     case GgufValueType::kFloat64:
@@ -177,7 +142,7 @@ Result<GgufFile> GgufFile::parse(MappedFile file) {
   gguf.file_ = std::move(file);
   const std::string& name = gguf.file_.path();
   auto fail = [&](const Status& s) { return s.with_context(name); };
-  Cursor cur(gguf.file_.data(), gguf.file_.size());
+  ByteCursor cur(gguf.file_.data(), gguf.file_.size());
 
   uint32_t magic = 0;
   if (!cur.read(&magic, "magic").is_ok() || magic != kMagic) {
@@ -207,7 +172,9 @@ Result<GgufFile> GgufFile::parse(MappedFile file) {
   gguf.metadata_.reserve(kv_count);
   for (uint64_t i = 0; i < kv_count; ++i) {
     std::string key;
-    if (!(s = cur.read_string(&key, "metadata key")).is_ok()) return fail(s.with_context(fmt::format("metadata #{}", i)));
+    if (!(s = cur.read_string(&key, "metadata key", kMaxStringBytes)).is_ok()) {
+      return fail(s.with_context(fmt::format("metadata #{}", i)));
+    }
     GgufValueType type{};
     GgufValue value;
     if (!(s = read_value_type(cur, &type, "metadata value type")).is_ok() ||
@@ -235,7 +202,7 @@ Result<GgufFile> GgufFile::parse(MappedFile file) {
   for (uint64_t i = 0; i < tensor_count; ++i) {
     GgufTensorInfo& t = gguf.tensors_[i];
     const std::string where = fmt::format("tensor #{}", i);
-    if (!(s = cur.read_string(&t.name, "tensor name")).is_ok()) return fail(s.with_context(where));
+    if (!(s = cur.read_string(&t.name, "tensor name", kMaxStringBytes)).is_ok()) return fail(s.with_context(where));
     const std::string tname = fmt::format("tensor '{}'", t.name);
     uint32_t n_dims = 0;
     if (!(s = cur.read(&n_dims, "dimension count")).is_ok()) return fail(s.with_context(tname));

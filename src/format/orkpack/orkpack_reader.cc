@@ -1,43 +1,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "format/byte_cursor.h"
 #include "format/orkpack/orkpack.h"
 
 namespace ork {
 namespace {
 
 constexpr char kMagic[8] = {'O', 'R', 'K', 'P', 'A', 'C', 'K', '\0'};
-
-class Cursor {
- public:
-  Cursor(const uint8_t* data, uint64_t size) : data_(data), size_(size) {}
-  uint64_t remaining() const { return size_ - pos_; }
-  uint64_t pos() const { return pos_; }
-  template <typename T>
-  Status read(T* out, const char* what) {
-    if (remaining() < sizeof(T)) {
-      return error(StatusCode::kCorrupt, "directory truncated at byte {} reading {}", pos_, what);
-    }
-    std::memcpy(out, data_ + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return Status::ok();
-  }
-  Status read_string(std::string* out) {
-    uint64_t len = 0;
-    ORK_RETURN_IF_ERROR(read(&len, "name length"));
-    if (len > remaining() || len > 4096) {
-      return error(StatusCode::kCorrupt, "directory name of {} bytes at byte {} is too long", len, pos_ - 8);
-    }
-    out->assign(reinterpret_cast<const char*>(data_ + pos_), len);
-    pos_ += len;
-    return Status::ok();
-  }
-
- private:
-  const uint8_t* data_;
-  uint64_t size_;
-  uint64_t pos_ = 0;
-};
 
 template <typename T>
 T load(const uint8_t* p) {
@@ -48,9 +18,9 @@ T load(const uint8_t* p) {
 
 bool in_range(uint64_t offset, uint64_t size, uint64_t limit) { return offset <= limit && size <= limit - offset; }
 
-Status read_entry(Cursor& cur, uint64_t data_size, OrkpackTensor* e) {
+Status read_entry(ByteCursor& cur, uint64_t data_size, OrkpackTensor* e) {
   OrkpackTensorSpec& s = e->spec;
-  ORK_RETURN_IF_ERROR(cur.read_string(&s.name));
+  ORK_RETURN_IF_ERROR(cur.read_string(&s.name, "tensor name", 4096));
   const std::string t = fmt::format("tensor '{}'", s.name);
   auto bad = [&](const std::string& what) { return Status(StatusCode::kCorrupt, t + ": " + what); };
   uint32_t tier = 0, layout = 0, n_dims = 0, rotation = 0;
@@ -164,7 +134,7 @@ Result<OrkpackFile> OrkpackFile::parse(MappedFile file) {
   if (!meta->tensors().empty()) return fail(StatusCode::kCorrupt, "the metadata section holds tensors");
   pack.metadata_ = std::move(meta).value();
 
-  Cursor cur(base + dir_off, dir_size);
+  ByteCursor cur(base + dir_off, dir_size);
   uint64_t count = 0;
   Status s = cur.read(&count, "tensor count");
   if (!s.is_ok()) return s.with_context(name);
