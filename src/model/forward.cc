@@ -18,9 +18,13 @@ Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
   v_cache_.assign(cache, 0.0f);
 }
 
-bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float* y) {
-  if (!fast_kernels_ || !w.is_tier || (w.tier != Tier::kI4 && w.tier != Tier::kI8)) return false;
+void Context::prepare_activations(const ref::WeightView& w, const float* x, int n) {
   const int64_t k = w.k_stored;
+  act_src_.assign(x, x + static_cast<int64_t>(n) * w.cols);
+  act_cols_ = w.cols;
+  act_k_ = k;
+  act_block_ = w.rotation_block;
+  act_seed_ = w.rotation_seed;
   act_f32_.resize(static_cast<size_t>(k));
   act_i8_.resize(static_cast<size_t>(n * k));
   act_scales_.resize(static_cast<size_t>(n));
@@ -31,6 +35,19 @@ bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float
     act_scales_[static_cast<size_t>(m)] =
         ref::quantize_activation_int8(act_f32_.data(), k, &act_i8_[static_cast<size_t>(m * k)]);
   }
+}
+
+bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float* y) {
+  if (!fast_kernels_ || !w.is_tier || (w.tier != Tier::kI4 && w.tier != Tier::kI8)) return false;
+  const int64_t k = w.k_stored;
+  // q, k and v read one input, as do gate and up: rotate and quantize it
+  // once. The cache is keyed by the input's contents, not its buffer, since
+  // buffers are rewritten between layers.
+  const size_t src_len = static_cast<size_t>(n) * static_cast<size_t>(w.cols);
+  const bool cached = act_cols_ == w.cols && act_k_ == k && act_block_ == w.rotation_block &&
+                      act_seed_ == w.rotation_seed && act_src_.size() == src_len &&
+                      std::equal(act_src_.begin(), act_src_.end(), x);
+  if (!cached) prepare_activations(w, x, n);
   const int bits = w.tier == Tier::kI8 ? 8 : 4;
   pool_->run(
       w.rows,

@@ -48,6 +48,7 @@ class Context {
   void attention(int layer, int n_tokens);
   void matmul(const ref::WeightView& w, const float* x, int n, float* y);
   bool matmul_fast(const ref::WeightView& w, const float* x, int n, float* y);
+  void prepare_activations(const ref::WeightView& w, const float* x, int n);
   void resize_scratch(int n_tokens);
 
   const Model& model_;
@@ -60,6 +61,11 @@ class Context {
   std::vector<float> act_f32_;
   std::vector<int8_t> act_i8_;
   std::vector<float> act_scales_;
+  // What act_i8_ holds: the raw input it was made from and how.
+  std::vector<float> act_src_;
+  int64_t act_cols_ = -1, act_k_ = -1;
+  int act_block_ = -1;
+  uint64_t act_seed_ = 0;
   std::vector<float> k_cache_;  // [layer][pos][kv_dim]
   std::vector<float> v_cache_;
 
