@@ -1,44 +1,60 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
-#include <atomic>
-#include <memory>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace ork {
+namespace {
+
+// About 50-100 microseconds of polling: longer than the gap between two
+// matmuls of one token, far shorter than a user's pause.
+constexpr int kSpinIterations = 1 << 15;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   for (int i = 1; i < std::max(1, n_threads); ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  start_.notify_all();
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* fn;
-    int64_t n;
-    int slices;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      fn = fn_;
-      n = n_;
-      slices = slices_;
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+      cpu_relax();
+      gen = generation_.load(std::memory_order_acquire);
     }
-    if (index < slices) (*fn)(n * index / slices, n * (index + 1) / slices);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+    while (gen == seen) {
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      // Pairs with the fence in run(): either run() sees this sleeper and
+      // notifies, or this wait sees the new generation and returns at once.
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      generation_.wait(seen, std::memory_order_seq_cst);
+      sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+      gen = generation_.load(std::memory_order_acquire);
     }
+    seen = gen;
+    if (stop_.load(std::memory_order_acquire)) return;
+    if (index < slices_) (*fn_)(n_ * index / slices_, n_ * (index + 1) / slices_);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 
@@ -50,18 +66,25 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
     fn(0, n);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    fn_ = &fn;
-    n_ = n;
-    slices_ = slices;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
-  }
-  start_.notify_all();
+  fn_ = &fn;
+  n_ = n;
+  slices_ = slices;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  // The seq_cst fence orders the generation store before the sleeper
+  // count read, pairing with the worker's increment before it waits.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_acquire) > 0) generation_.notify_all();
   fn(0, n / slices);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  int left = pending_.load(std::memory_order_acquire);
+  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
+    cpu_relax();
+    left = pending_.load(std::memory_order_acquire);
+  }
+  while (left != 0) {
+    pending_.wait(left, std::memory_order_acquire);
+    left = pending_.load(std::memory_order_acquire);
+  }
 }
 
 namespace {

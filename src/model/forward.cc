@@ -4,60 +4,106 @@
 #include <cmath>
 
 #include "core/thread_pool.h"
-#include "kernels/cpu/int8_dot.h"
-#include "kernels/ref/int8_dot.h"
+#include "kernels/cpu/float_ops.h"
+#include "kernels/cpu/quant_matmul.h"
 #include "quant/rotation.h"
 
 namespace ork {
 
 Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
     : model_(model), c_(model.config()), n_ctx_(n_ctx > 0 ? n_ctx : model.config().n_ctx_train),
-      pool_(pool != nullptr ? pool : &ThreadPool::global()) {
-  const size_t cache = static_cast<size_t>(c_.n_layer) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(c_.kv_dim());
-  k_cache_.assign(cache, 0.0f);
-  v_cache_.assign(cache, 0.0f);
+      pool_(pool != nullptr ? pool : &ThreadPool::global()) {}
+
+void Context::set_fast_kernels(bool on) {
+  if (on == fast_kernels_) return;
+  fast_kernels_ = on;
+  n_past_ = 0;
+  act_cols_ = -1;
 }
 
-void Context::prepare_activations(const ref::WeightView& w, const float* x, int n) {
-  const int64_t k = w.k_stored;
+const float* Context::rotation_signs(int64_t k, uint64_t seed) {
+  if (signs_k_ != k || signs_seed_ != seed) {
+    signs_.resize(static_cast<size_t>(k));
+    ork::rotation_signs(k, seed, signs_.data());
+    signs_k_ = k;
+    signs_seed_ = seed;
+  }
+  return signs_.data();
+}
+
+// Pads each token's input to k_stored, rotates it if the weight is rotated,
+// and (for the integer kernels) quantizes it per token. Tokens split over
+// the pool when there are several.
+void Context::prepare_activations(const ref::WeightView& w, const float* x, int n, bool quantize) {
+  const int64_t k = w.is_tier ? w.k_stored : w.cols;
   act_src_.assign(x, x + static_cast<int64_t>(n) * w.cols);
   act_cols_ = w.cols;
   act_k_ = k;
-  act_block_ = w.rotation_block;
-  act_seed_ = w.rotation_seed;
-  act_f32_.resize(static_cast<size_t>(k));
-  act_i8_.resize(static_cast<size_t>(n * k));
-  act_scales_.resize(static_cast<size_t>(n));
-  for (int m = 0; m < n; ++m) {
-    std::fill(act_f32_.begin(), act_f32_.end(), 0.0f);
-    std::copy_n(x + static_cast<int64_t>(m) * w.cols, w.cols, act_f32_.begin());
-    if (w.rotation_block > 0) rotate(act_f32_.data(), k, w.rotation_block, w.rotation_seed);
-    act_scales_[static_cast<size_t>(m)] =
-        ref::quantize_activation_int8(act_f32_.data(), k, &act_i8_[static_cast<size_t>(m * k)]);
+  act_block_ = w.is_tier ? w.rotation_block : 0;
+  act_seed_ = w.is_tier ? w.rotation_seed : 0;
+  act_quantized_ = quantize;
+  act_f32_.resize(static_cast<size_t>(n * k));
+  if (quantize) {
+    act_i8_.resize(static_cast<size_t>(n * k));
+    act_scales_.resize(static_cast<size_t>(n));
+    act_sums_.resize(static_cast<size_t>(n));
   }
+  const float* signs = act_block_ > 0 ? rotation_signs(k, act_seed_) : nullptr;
+  pool_->run(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t m = begin; m < end; ++m) {
+          float* row = &act_f32_[static_cast<size_t>(m * k)];
+          std::copy_n(x + m * w.cols, w.cols, row);
+          std::fill(row + w.cols, row + k, 0.0f);
+          if (signs != nullptr) cpu::rotate(row, k, act_block_, signs);
+        }
+        if (quantize) {
+          cpu::quantize_acts(&act_f32_[static_cast<size_t>(begin * k)], static_cast<int>(end - begin), k,
+                             &act_i8_[static_cast<size_t>(begin * k)], &act_scales_[static_cast<size_t>(begin)],
+                             &act_sums_[static_cast<size_t>(begin)]);
+        }
+      },
+      8);
 }
 
 bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float* y) {
-  if (!fast_kernels_ || !w.is_tier || (w.tier != Tier::kI4 && w.tier != Tier::kI8)) return false;
-  const int64_t k = w.k_stored;
-  // q, k and v read one input, as do gate and up: rotate and quantize it
-  // once. The cache is keyed by the input's contents, not its buffer, since
-  // buffers are rewritten between layers.
+  if (!fast_kernels_) return false;
+  const bool float_tier = w.is_tier && (w.tier == Tier::kF32 || w.tier == Tier::kF16);
+  const bool float_gguf = !w.is_tier && (w.type == GgmlType::kF32 || w.type == GgmlType::kF16);
+  const bool quantized = w.is_tier && !float_tier;
+  if (!quantized && !float_tier && !float_gguf) return false;
+  const int64_t k = w.is_tier ? w.k_stored : w.cols;
+  // A matmul input is rotated (and quantized) once for every matmul that
+  // reads it: q, k and v share one, as do gate and up. The cache is keyed by
+  // the input's contents, not its buffer, since buffers are rewritten
+  // between layers.
   const size_t src_len = static_cast<size_t>(n) * static_cast<size_t>(w.cols);
-  const bool cached = act_cols_ == w.cols && act_k_ == k && act_block_ == w.rotation_block &&
-                      act_seed_ == w.rotation_seed && act_src_.size() == src_len &&
+  const int block = w.is_tier ? w.rotation_block : 0;
+  const uint64_t seed = w.is_tier ? w.rotation_seed : 0;
+  const bool cached = act_cols_ == w.cols && act_k_ == k && act_block_ == block && act_seed_ == seed &&
+                      (act_quantized_ || !quantized) && act_src_.size() == src_len &&
                       std::equal(act_src_.begin(), act_src_.end(), x);
-  if (!cached) prepare_activations(w, x, n);
-  const int bits = w.tier == Tier::kI8 ? 8 : 4;
-  pool_->run(
-      w.rows,
-      [&](int64_t begin, int64_t end) {
-        for (int m = 0; m < n; ++m) {
-          cpu::gemv_rows(bits, w.data, w.scales, k, &act_i8_[static_cast<size_t>(m * k)],
-                         act_scales_[static_cast<size_t>(m)], y + static_cast<int64_t>(m) * w.rows, begin, end);
-        }
-      },
-      std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, n * k)));
+  if (!cached) prepare_activations(w, x, n, quantized);
+  // Rows in blocks of 4 (the decode tile), split over the pool.
+  const int64_t blocks = (w.rows + 3) / 4;
+  const int64_t min_blocks = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, n * k));
+  if (quantized) {
+    const QuantWeights qw = quant_weights(w.tier_tensor(), i8s_high_only_);
+    const QuantActs qa{act_i8_.data(), act_scales_.data(), act_sums_.data(), k, n};
+    pool_->run(
+        blocks,
+        [&](int64_t b, int64_t e) { cpu::quant_matmul(qw, qa, y, w.rows, 4 * b, std::min(w.rows, 4 * e)); },
+        min_blocks);
+  } else {
+    const bool f16 = float_tier ? w.tier == Tier::kF16 : w.type == GgmlType::kF16;
+    pool_->run(
+        blocks,
+        [&](int64_t b, int64_t e) {
+          cpu::float_matmul(f16, w.data, k, act_f32_.data(), n, y, w.rows, 4 * b, std::min(w.rows, 4 * e));
+        },
+        min_blocks);
+  }
   return true;
 }
 
@@ -83,6 +129,15 @@ void Context::resize_scratch(int n) {
   gate_.resize(un * c_.n_ff);
   up_.resize(un * c_.n_ff);
   scores_.resize(static_cast<size_t>(n_ctx_));
+  const size_t cache = static_cast<size_t>(c_.n_layer) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(c_.kv_dim());
+  if (fast_kernels_ && k_cache16_.size() != cache) {
+    k_cache16_.assign(cache, 0);
+    v_cache16_.assign(cache, 0);
+  }
+  if (!fast_kernels_ && k_cache_.size() != cache) {
+    k_cache_.assign(cache, 0.0f);
+    v_cache_.assign(cache, 0.0f);
+  }
 }
 
 namespace {
@@ -97,20 +152,92 @@ void add_bias(std::vector<float>& y, const std::vector<float>& bias, int n) {
 
 }  // namespace
 
+void Context::rms_norm_rows(const float* x, const float* weight, int n, int width, float* out) {
+  for (int t = 0; t < n; ++t) {
+    const int64_t at = static_cast<int64_t>(t) * width;
+    if (fast_kernels_) {
+      cpu::rms_norm(x + at, weight, width, c_.rms_eps, out + at);
+    } else {
+      ref::rms_norm(x + at, weight, width, c_.rms_eps, out + at);
+    }
+  }
+}
+
+// QK-norm (if the layer has one) and RoPE for every head of n tokens.
+void Context::rope_rows(float* x, int n, int n_heads, const float* norm) {
+  const int hd = c_.head_dim;
+  const int half = c_.n_rot / 2;
+  const ref::RopeParams rope{c_.arch->rope_type, c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
+                             model_.rope_freqs().empty() ? nullptr : model_.rope_freqs().data()};
+  for (int t = 0; t < n; ++t) {
+    for (int h = 0; h < n_heads; ++h) {
+      float* head = x + (static_cast<int64_t>(t) * n_heads + h) * hd;
+      if (norm != nullptr) {
+        if (fast_kernels_) {
+          cpu::rms_norm(head, norm, hd, c_.rms_eps, head);
+        } else {
+          ref::rms_norm(head, norm, hd, c_.rms_eps, head);
+        }
+      }
+      if (fast_kernels_) {
+        cpu::rope(head, c_.n_rot, rope.type == ref::RopeType::kNorm, &rope_cos_[static_cast<size_t>(t * half)],
+                  &rope_sin_[static_cast<size_t>(t * half)]);
+      } else {
+        ref::rope(head, hd, n_past_ + t, rope);
+      }
+    }
+  }
+}
+
+void Context::store_kv(int layer, int n) {
+  const int kv = c_.kv_dim();
+  for (int t = 0; t < n; ++t) {
+    const size_t at = (static_cast<size_t>(layer) * n_ctx_ + static_cast<size_t>(n_past_ + t)) * kv;
+    const float* kt = &k_[static_cast<size_t>(t) * kv];
+    const float* vt = &v_[static_cast<size_t>(t) * kv];
+    if (fast_kernels_) {
+      cpu::to_f16(kt, kv, &k_cache16_[at]);
+      cpu::to_f16(vt, kv, &v_cache16_[at]);
+    } else {
+      std::copy_n(kt, kv, &k_cache_[at]);
+      std::copy_n(vt, kv, &v_cache_[at]);
+    }
+  }
+}
+
 // Scaled dot-product attention with grouped KV heads, causal over the cache.
+// On the fast path (token, head) pairs split over the pool.
 void Context::attention(int layer, int n_tokens) {
   const int hd = c_.head_dim;
   const int group = c_.n_head / c_.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const size_t layer_off = static_cast<size_t>(layer) * n_ctx_ * c_.kv_dim();
-  for (int t = 0; t < n_tokens; ++t) {
-    const int n_kv = n_past_ + t + 1;
-    for (int h = 0; h < c_.n_head; ++h) {
-      const size_t kv_off = layer_off + static_cast<size_t>(h / group) * hd;
-      ref::attention_head(&q_[static_cast<size_t>(t) * c_.q_dim() + h * hd], &k_cache_[kv_off], &v_cache_[kv_off], n_kv,
-                          hd, c_.kv_dim(), scale, scores_.data(), &attn_[static_cast<size_t>(t) * c_.q_dim() + h * hd]);
+  if (!fast_kernels_) {
+    for (int t = 0; t < n_tokens; ++t) {
+      const int n_kv = n_past_ + t + 1;
+      for (int h = 0; h < c_.n_head; ++h) {
+        const size_t kv_off = layer_off + static_cast<size_t>(h / group) * hd;
+        ref::attention_head(&q_[static_cast<size_t>(t) * c_.q_dim() + h * hd], &k_cache_[kv_off], &v_cache_[kv_off],
+                            n_kv, hd, c_.kv_dim(), scale, scores_.data(), &attn_[static_cast<size_t>(t) * c_.q_dim() + h * hd]);
+      }
     }
+    return;
   }
+  const int64_t pairs = static_cast<int64_t>(n_tokens) * c_.n_head;
+  pool_->run(
+      pairs,
+      [&](int64_t begin, int64_t end) {
+        thread_local std::vector<float> scores;
+        scores.resize(static_cast<size_t>(n_ctx_));
+        for (int64_t i = begin; i < end; ++i) {
+          const int t = static_cast<int>(i / c_.n_head), h = static_cast<int>(i % c_.n_head);
+          const size_t kv_off = layer_off + static_cast<size_t>(h / group) * hd;
+          cpu::attention_head_f16(&q_[static_cast<size_t>(t) * c_.q_dim() + h * hd], &k_cache16_[kv_off],
+                                  &v_cache16_[kv_off], n_past_ + t + 1, hd, c_.kv_dim(), scale, scores.data(),
+                                  &attn_[static_cast<size_t>(t) * c_.q_dim() + h * hd]);
+        }
+      },
+      std::max<int64_t>(1, 4096 / std::max(1, (n_past_ + n_tokens) * hd)));
 }
 
 Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool all_logits) {
@@ -131,50 +258,44 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
 
   for (int t = 0; t < n; ++t) ref::dequantize_row(model_.token_embd(), tokens[t], &x_[static_cast<size_t>(t) * E]);
 
-  ref::RopeParams rope{c_.arch->rope_type, c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
-                       model_.rope_freqs().empty() ? nullptr : model_.rope_freqs().data()};
+  if (fast_kernels_) {
+    // The rotary angles of this batch's positions, shared by every layer and head.
+    const ref::RopeParams rope{c_.arch->rope_type, c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
+                               model_.rope_freqs().empty() ? nullptr : model_.rope_freqs().data()};
+    const auto half = static_cast<size_t>(c_.n_rot / 2);
+    rope_cos_.resize(static_cast<size_t>(n) * half);
+    rope_sin_.resize(static_cast<size_t>(n) * half);
+    for (int t = 0; t < n; ++t) ref::rope_table(n_past_ + t, rope, &rope_cos_[t * half], &rope_sin_[t * half]);
+  }
 
   for (int il = 0; il < c_.n_layer; ++il) {
     const LayerWeights& L = model_.layer(il);
 
     // Attention block: x += Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x))
-    for (int t = 0; t < n; ++t) {
-      ref::rms_norm(&x_[static_cast<size_t>(t) * E], L.attn_norm.data(), E, c_.rms_eps, &xn_[static_cast<size_t>(t) * E]);
-    }
+    rms_norm_rows(x_.data(), L.attn_norm.data(), n, E, xn_.data());
     matmul(L.wq, xn_.data(), n, q_.data());
     matmul(L.wk, xn_.data(), n, k_.data());
     matmul(L.wv, xn_.data(), n, v_.data());
     add_bias(q_, L.bq, n);
     add_bias(k_, L.bk, n);
     add_bias(v_, L.bv, n);
-    for (int t = 0; t < n; ++t) {
-      const int64_t pos = n_past_ + t;
-      for (int h = 0; h < c_.n_head; ++h) {
-        float* qh = &q_[static_cast<size_t>(t) * c_.q_dim() + h * c_.head_dim];
-        if (!L.q_norm.empty()) ref::rms_norm(qh, L.q_norm.data(), c_.head_dim, c_.rms_eps, qh);
-        ref::rope(qh, c_.head_dim, pos, rope);
-      }
-      for (int h = 0; h < c_.n_head_kv; ++h) {
-        float* kh = &k_[static_cast<size_t>(t) * c_.kv_dim() + h * c_.head_dim];
-        if (!L.k_norm.empty()) ref::rms_norm(kh, L.k_norm.data(), c_.head_dim, c_.rms_eps, kh);
-        ref::rope(kh, c_.head_dim, pos, rope);
-      }
-      const size_t at = (static_cast<size_t>(il) * n_ctx_ + static_cast<size_t>(pos)) * c_.kv_dim();
-      std::copy_n(&k_[static_cast<size_t>(t) * c_.kv_dim()], c_.kv_dim(), &k_cache_[at]);
-      std::copy_n(&v_[static_cast<size_t>(t) * c_.kv_dim()], c_.kv_dim(), &v_cache_[at]);
-
-    }
+    rope_rows(q_.data(), n, c_.n_head, L.q_norm.empty() ? nullptr : L.q_norm.data());
+    rope_rows(k_.data(), n, c_.n_head_kv, L.k_norm.empty() ? nullptr : L.k_norm.data());
+    store_kv(il, n);
     attention(il, n);
     matmul(L.wo, attn_.data(), n, xn_.data());
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
 
     // Feed-forward block: x += W_down · (silu(W_gate·n(x)) * W_up·n(x))
-    for (int t = 0; t < n; ++t) {
-      ref::rms_norm(&x_[static_cast<size_t>(t) * E], L.ffn_norm.data(), E, c_.rms_eps, &xn_[static_cast<size_t>(t) * E]);
-    }
+    rms_norm_rows(x_.data(), L.ffn_norm.data(), n, E, xn_.data());
     matmul(L.w_gate, xn_.data(), n, gate_.data());
     matmul(L.w_up, xn_.data(), n, up_.data());
-    ref::swiglu(gate_.data(), up_.data(), static_cast<int64_t>(n) * c_.n_ff, gate_.data());
+    const int64_t ff = static_cast<int64_t>(n) * c_.n_ff;
+    if (fast_kernels_) {
+      cpu::swiglu(gate_.data(), up_.data(), ff, gate_.data());
+    } else {
+      ref::swiglu(gate_.data(), up_.data(), ff, gate_.data());
+    }
     matmul(L.w_down, gate_.data(), n, xn_.data());
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
   }
@@ -182,10 +303,7 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
   const int first = all_logits ? 0 : n - 1;
   const int n_out = n - first;
   std::vector<float> normed(static_cast<size_t>(n_out) * E);
-  for (int t = first; t < n; ++t) {
-    ref::rms_norm(&x_[static_cast<size_t>(t) * E], model_.output_norm().data(), E, c_.rms_eps,
-                  &normed[static_cast<size_t>(t - first) * E]);
-  }
+  rms_norm_rows(&x_[static_cast<size_t>(first) * E], model_.output_norm().data(), n_out, E, normed.data());
   std::vector<float> logits(static_cast<size_t>(n_out) * c_.n_vocab);
   matmul(model_.output(), normed.data(), n_out, logits.data());
   n_past_ += n;

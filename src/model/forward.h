@@ -1,7 +1,9 @@
-// The reference forward pass of the llama family, readable top to bottom,
-// on the scalar kernels in src/kernels/ref. A Context owns the KV cache
-// (f32) and scratch buffers, sized once; evaluation does not allocate
-// beyond the first call with a given batch size.
+// The forward pass of the llama family, readable top to bottom. It runs on
+// the CPU engine's SIMD kernels (src/kernels/cpu) by default, or on the
+// scalar reference kernels (src/kernels/ref), the oracle. A Context owns the
+// KV cache (f16 on the fast path, f32 on the reference path) and scratch
+// buffers, sized once; evaluation does not allocate beyond the first call
+// with a given batch size.
 //
 // Not thread-safe: one Context per concurrent sequence. The Model must
 // outlive its Contexts.
@@ -29,10 +31,18 @@ class Context {
   // floats), or of every token when `all_logits` is set (n x n_vocab).
   Result<std::vector<float>> eval(std::span<const int32_t> tokens, bool all_logits = false);
 
-  // Off: every matmul runs the scalar reference (the oracle). On (default):
-  // i4 and i8 orkpack weights run the SIMD integer kernels on int8
-  // activations (quantized per token, after the rotation).
-  void set_fast_kernels(bool on) { fast_kernels_ = on; }
+  // On (default): the SIMD kernels. Quantized orkpack tiers run integer
+  // matmuls on int8 activations (rotated, then quantized per token); f16/f32
+  // tiers and F32/F16 GGUF matrices a float matmul; other GGUF types the
+  // reference matmul. Attention reads an f16 KV cache.
+  // Off: every op runs the scalar reference with an f32 KV cache.
+  // Changing it empties the cache.
+  void set_fast_kernels(bool on);
+  bool fast_kernels() const { return fast_kernels_; }
+
+  // Fast path only: read i8s tensors' high plane alone (i4 bytes and speed,
+  // i4 accuracy) instead of both planes (int8 codes). Default off.
+  void set_i8s_high_only(bool on) { i8s_high_only_ = on; }
 
   // Called with every matmul's weight and input (n_tokens x cols floats)
   // before it runs: how importance matrices are collected.
@@ -46,9 +56,13 @@ class Context {
 
  private:
   void attention(int layer, int n_tokens);
+  void store_kv(int layer, int n_tokens);
+  void rms_norm_rows(const float* x, const float* weight, int n, int width, float* out);
+  void rope_rows(float* x, int n, int n_heads, const float* norm);
   void matmul(const ref::WeightView& w, const float* x, int n, float* y);
   bool matmul_fast(const ref::WeightView& w, const float* x, int n, float* y);
-  void prepare_activations(const ref::WeightView& w, const float* x, int n);
+  void prepare_activations(const ref::WeightView& w, const float* x, int n, bool quantize);
+  const float* rotation_signs(int64_t k, uint64_t seed);
   void resize_scratch(int n_tokens);
 
   const Model& model_;
@@ -58,16 +72,24 @@ class Context {
   int n_past_ = 0;
   MatmulObserver observer_;
   bool fast_kernels_ = true;
+  bool i8s_high_only_ = false;
   std::vector<float> act_f32_;
   std::vector<int8_t> act_i8_;
   std::vector<float> act_scales_;
+  std::vector<int32_t> act_sums_;
   // What act_i8_ holds: the raw input it was made from and how.
   std::vector<float> act_src_;
   int64_t act_cols_ = -1, act_k_ = -1;
   int act_block_ = -1;
   uint64_t act_seed_ = 0;
-  std::vector<float> k_cache_;  // [layer][pos][kv_dim]
-  std::vector<float> v_cache_;
+  bool act_quantized_ = false;
+  std::vector<float> signs_;  // the rotation's signs for (signs_k_, signs_seed_)
+  int64_t signs_k_ = -1;
+  uint64_t signs_seed_ = 0;
+  // [layer][pos][kv_dim]: f32 on the reference path, f16 on the fast path.
+  std::vector<float> k_cache_, v_cache_;
+  std::vector<uint16_t> k_cache16_, v_cache16_;
+  std::vector<float> rope_cos_, rope_sin_;  // [token][n_rot / 2] of this batch
 
   // Scratch, [n_tokens][width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, scores_;

@@ -44,6 +44,10 @@ void rotate(float* x, int64_t k, int block, uint64_t seed) {
   }
 }
 
+void rotation_signs(int64_t k, uint64_t seed, float* out) {
+  for (int64_t j = 0; j < k; ++j) out[j] = sign_negative(seed, j) ? -1.0f : 1.0f;
+}
+
 void unrotate(float* x, int64_t k, int block, uint64_t seed) {
   // The normalised Hadamard matrix is symmetric and its own inverse.
   const float norm = 1.0f / std::sqrt(static_cast<float>(block));

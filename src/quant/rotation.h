@@ -15,6 +15,10 @@ int rotation_block(int64_t k_stored);
 // x <- H x for one vector of k values (k a multiple of `block`). O(k log block).
 void rotate(float* x, int64_t k, int block, uint64_t seed);
 
+// The diagonal of random signs of H for k values: +1.0f or -1.0f each
+// (what the SIMD rotation multiplies by).
+void rotation_signs(int64_t k, uint64_t seed, float* out);
+
 // x <- H^T x: undoes rotate().
 void unrotate(float* x, int64_t k, int block, uint64_t seed);
 

@@ -3,6 +3,7 @@
 // has one f32 scale per output row.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -66,6 +67,9 @@ double quantize_tier(Tier tier, const float* w, const float* importance, int64_t
 
 // Reference dequantization of row r (k_stored floats).
 void dequantize_tier_row(const TierTensor& t, int64_t r, float* out);
+
+// nf4's 16 levels (NormalFloat quantiles, in units of the row scale).
+const std::array<float, 16>& nf4_codebook();
 
 // i8s only: row r as the CPU's critical path reads it — the high plane alone,
 // an i4-range code with the tensor's scale.

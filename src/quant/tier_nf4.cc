@@ -38,3 +38,7 @@ float snap_nf4(float x) {
 }
 
 }  // namespace ork::tiers
+
+namespace ork {
+const std::array<float, 16>& nf4_codebook() { return tiers::kNf4; }
+}  // namespace ork

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include "model/forward.h"
@@ -21,13 +22,19 @@ struct Case {
   // 0.011-0.032 for the quantized types. Each bound below is about 1.5x its
   // measured value (F32: 1e-4, well above f32 summation noise).
   float tolerance;
+  // The fast path (SIMD kernels, f16 KV cache) differs from the reference
+  // by f32 instead of double accumulation and by the f16 rounding of K and V
+  // (2^-11 relative), which llama.cpp's own default also has. Bounds are
+  // about 1.5x the fast path's measured difference (printed by the test).
+  float fast_tolerance;
 };
 
-std::vector<float> eval_fixture(const std::string& model_path, const std::vector<int32_t>& ids) {
+std::vector<float> eval_fixture(const std::string& model_path, const std::vector<int32_t>& ids, bool fast = true) {
   auto model = Model::load(model_path);
   EXPECT_TRUE(model.is_ok()) << model.status().to_string();
   if (!model.is_ok()) return {};
   Context ctx(**model, 64);
+  ctx.set_fast_kernels(fast);
   auto logits = ctx.eval(ids);
   EXPECT_TRUE(logits.is_ok()) << logits.status().to_string();
   return logits.is_ok() ? *logits : std::vector<float>{};
@@ -48,19 +55,22 @@ TEST_P(QuantLogits, MatchLlamaCpp) {
   ORK_REQUIRE_TESTDATA(file);
   const std::vector<float> want =
       testing::read_floats_text(testing::testdata(std::string("fixtures/quant/") + c.type + ".logits.txt"));
-  const std::vector<float> got = eval_fixture(testing::testdata(file), {1, 100, 200, 300, 400, 50, 60, 70});
-  ASSERT_EQ(got.size(), want.size());
-  const float diff = max_abs_diff(got, want);
-  EXPECT_LE(diff, c.tolerance) << c.type;
-  RecordProperty("max_abs_diff", std::to_string(diff));
+  for (bool fast : {false, true}) {
+    const std::vector<float> got = eval_fixture(testing::testdata(file), {1, 100, 200, 300, 400, 50, 60, 70}, fast);
+    ASSERT_EQ(got.size(), want.size());
+    const float diff = max_abs_diff(got, want);
+    std::printf("%s %s max|dlogit| %.3g\n", c.type, fast ? "fast" : "reference", diff);
+    EXPECT_LE(diff, fast ? c.fast_tolerance : c.tolerance) << c.type << (fast ? " fast path" : " reference path");
+    RecordProperty(fast ? "fast_max_abs_diff" : "max_abs_diff", std::to_string(diff));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, QuantLogits,
-    ::testing::Values(Case{"F32", 1e-4f}, Case{"F16", 1e-3f}, Case{"BF16", 7e-3f}, Case{"Q8_0", 0.017f},
-                      Case{"Q6_K", 0.018f}, Case{"Q5_K_S", 0.029f}, Case{"Q5_1", 0.032f}, Case{"Q5_0", 0.023f},
-                      Case{"Q4_K_S", 0.026f}, Case{"Q4_1", 0.018f}, Case{"Q4_0", 0.024f}, Case{"IQ4_NL", 0.021f},
-                      Case{"IQ4_XS", 0.023f}, Case{"Q3_K_S", 0.033f}, Case{"Q2_K", 0.048f}),
+    ::testing::Values(Case{"F32", 1e-4f, 7e-4f}, Case{"F16", 1e-3f, 1.4e-3f}, Case{"BF16", 7e-3f, 7e-3f}, Case{"Q8_0", 0.017f, 0.017f},
+                      Case{"Q6_K", 0.018f, 0.018f}, Case{"Q5_K_S", 0.029f, 0.029f}, Case{"Q5_1", 0.032f, 0.032f}, Case{"Q5_0", 0.023f, 0.023f},
+                      Case{"Q4_K_S", 0.026f, 0.026f}, Case{"Q4_1", 0.018f, 0.018f}, Case{"Q4_0", 0.024f, 0.024f}, Case{"IQ4_NL", 0.021f, 0.021f},
+                      Case{"IQ4_XS", 0.023f, 0.023f}, Case{"Q3_K_S", 0.033f, 0.033f}, Case{"Q2_K", 0.048f, 0.048f}),
     [](const auto& param_info) { return std::string(param_info.param.type); });
 
 std::vector<int32_t> read_ids(const std::string& path) {

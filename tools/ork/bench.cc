@@ -11,7 +11,8 @@
 
 #include "commands.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/int8_dot.h"
+#include "kernels/cpu/float_ops.h"
+#include "kernels/cpu/targets.h"
 #include "model/forward.h"
 #include "model/synth.h"
 
@@ -51,14 +52,8 @@ double read_bandwidth(ThreadPool& pool) {
   for (int pass = 0; pass < 5; ++pass) {
     const double t0 = now_s();
     pool.run(static_cast<int64_t>(buf.size()), [&](int64_t b, int64_t e) {
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      for (int64_t i = b; i + 4 <= e; i += 4) {
-        s0 += buf[static_cast<size_t>(i)];
-        s1 += buf[static_cast<size_t>(i + 1)];
-        s2 += buf[static_cast<size_t>(i + 2)];
-        s3 += buf[static_cast<size_t>(i + 3)];
-      }
-      sink[static_cast<size_t>(b * 8 / std::max<int64_t>(1, static_cast<int64_t>(buf.size())))] += s0 + s1 + s2 + s3;
+      const uint64_t s = cpu::stream_read(buf.data() + b, e - b);
+      sink[static_cast<size_t>(b * 8 / std::max<int64_t>(1, static_cast<int64_t>(buf.size())))] += s;
     }, int64_t{1} << 20);
     best = std::max(best, static_cast<double>(bytes) / (now_s() - t0) / 1e9);
   }

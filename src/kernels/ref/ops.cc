@@ -57,15 +57,29 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, int
   }
 }
 
+namespace {
+
+// cos and sin of pair i's angle: theta_i = pos * base^(-2i / n_rot), as
+// llama.cpp defines it, divided by the pair's frequency factor if any.
+void rope_angle(int64_t pos, int i, const RopeParams& p, float* c, float* s) {
+  const double position = static_cast<double>(pos) * p.freq_scale;
+  double theta = position * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
+  if (p.freq_factors != nullptr) theta /= p.freq_factors[i];
+  *c = static_cast<float>(std::cos(theta));
+  *s = static_cast<float>(std::sin(theta));
+}
+
+}  // namespace
+
+void rope_table(int64_t pos, const RopeParams& p, float* cos, float* sin) {
+  for (int i = 0; i < p.n_rot / 2; ++i) rope_angle(pos, i, p, &cos[i], &sin[i]);
+}
+
 void rope(float* head, int head_dim, int64_t pos, const RopeParams& p) {
   const int half = p.n_rot / 2;
-  const double position = static_cast<double>(pos) * p.freq_scale;
   for (int i = 0; i < half; ++i) {
-    // theta_i = pos * base^(-2i / n_rot), as llama.cpp defines it.
-    double theta = position * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
-    if (p.freq_factors != nullptr) theta /= p.freq_factors[i];
-    const auto c = static_cast<float>(std::cos(theta));
-    const auto s = static_cast<float>(std::sin(theta));
+    float c, s;
+    rope_angle(pos, i, p, &c, &s);
     const int a = p.type == RopeType::kNorm ? 2 * i : i;
     const int b = p.type == RopeType::kNorm ? 2 * i + 1 : i + half;
     const float x0 = head[a];

@@ -62,6 +62,10 @@ struct RopeParams {
 // Rotates one head vector (head_dim floats) in place for position `pos`.
 void rope(float* head, int head_dim, int64_t pos, const RopeParams& p);
 
+// The cos and sin of each of the n_rot/2 pair angles at a position: what
+// rope() applies (a fast path computes them once per position).
+void rope_table(int64_t pos, const RopeParams& p, float* cos, float* sin);
+
 // In-place softmax over n values.
 void softmax(float* x, int64_t n);
 

@@ -1,0 +1,82 @@
+// Kernel microbenchmarks (Google Benchmark): the quantized matmul per tier
+// and token count M, on weights larger than the caches (M = 1, memory-bound:
+// read GB/s) or L2-resident blocks (M > 1, compute-bound: GMAC/s), single
+// thread. Run: build/release/ork-kernels-bench [--benchmark_filter=i4]
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/float_ops.h"
+#include "kernels/cpu/quant_matmul.h"
+
+namespace ork {
+namespace {
+
+struct Setup {
+  std::vector<uint8_t> planes;
+  std::vector<float> scales;
+  std::vector<int8_t> q;
+  std::vector<float> act_scale;
+  std::vector<int32_t> act_sum;
+  std::vector<float> y;
+  QuantWeights w;
+  QuantActs a;
+
+  Setup(CodeKind kind, int64_t rows, int64_t k, int n) {
+    std::mt19937 rng(1);
+    planes.resize(static_cast<size_t>((plane0_row_bytes(kind, k) + plane1_row_bytes(kind, k)) * rows));
+    for (auto& b : planes) b = static_cast<uint8_t>(rng());
+    if (kind == CodeKind::kI8s) {
+      for (int64_t i = 0; i < plane0_row_bytes(kind, k) * rows; ++i) planes[static_cast<size_t>(i)] |= 0x11;
+    }
+    scales.assign(static_cast<size_t>(rows), 0.01f);
+    q.resize(static_cast<size_t>(n * k));
+    for (auto& v : q) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    act_scale.assign(static_cast<size_t>(n), 0.1f);
+    act_sum.assign(static_cast<size_t>(n), 0);
+    y.resize(static_cast<size_t>(n * rows));
+    w = {kind, planes.data(), plane1_row_bytes(kind, k) > 0 ? planes.data() + plane0_row_bytes(kind, k) * rows : nullptr,
+         scales.data(), 1.0f, rows, k};
+    a = {q.data(), act_scale.data(), act_sum.data(), k, n};
+  }
+};
+
+const char* kKindNames[] = {"i4", "nf4", "i5", "i6", "i8", "i8s"};
+
+// args: kind, M, K; rows: 128 Mi weights for M = 1 (far beyond the
+// caches), 512 K-wide rows otherwise.
+void BM_QuantMatmul(benchmark::State& state) {
+  const auto kind = static_cast<CodeKind>(state.range(0));
+  const int n = static_cast<int>(state.range(1));
+  const int64_t k = state.range(2);
+  const int64_t rows = n == 1 ? (int64_t{1} << 27) / k : 512;
+  Setup s(kind, rows, k, n);
+  for (auto _ : state) {
+    cpu::quant_matmul(s.w, s.a, s.y.data(), rows, 0, rows);
+    benchmark::DoNotOptimize(s.y.data());
+  }
+  const double bytes = static_cast<double>(s.planes.size() + 4 * rows);
+  state.counters["weight_GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GMAC/s"] =
+      benchmark::Counter(static_cast<double>(rows) * k * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(kKindNames[state.range(0)]);
+}
+
+BENCHMARK(BM_QuantMatmul)
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 4, 16, 64}, {2048, 8192}})
+    ->ArgNames({"kind", "M", "K"})
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_StreamRead(benchmark::State& state) {
+  std::vector<uint64_t> buf(size_t{1} << 26, 1);  // 512 MiB
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::stream_read(buf.data(), static_cast<int64_t>(buf.size())));
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(buf.size()) * 8e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_StreamRead)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace ork
+
+BENCHMARK_MAIN();

@@ -1,0 +1,357 @@
+// Float kernels of the CPU engine. Loops run on full vectors with a scalar
+// tail; sums keep several accumulators so the adds pipeline.
+#include "kernels/cpu/float_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/float_ops.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+#include "core/half.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ork::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DH = hn::Rebind<hwy::float16_t, DF>;  // half as many bytes per lane
+
+HWY_INLINE hn::Vec<DF> LoadF16(const uint16_t* p) {
+  return hn::PromoteTo(DF(), hn::LoadU(DH(), reinterpret_cast<const hwy::float16_t*>(p)));
+}
+
+// ---------------------------------------------------------------------------
+
+void Rotate(float* x, int64_t k, int block, const float* signs) {
+  const DF d;
+  const auto L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t j = 0;
+  for (; j + L <= k; j += L) hn::StoreU(hn::Mul(hn::LoadU(d, x + j), hn::LoadU(d, signs + j)), d, x + j);
+  for (; j < k; ++j) x[j] *= signs[j];
+  const float norm = 1.0f / std::sqrt(static_cast<float>(block));
+  for (int64_t b = 0; b < k; b += block) {
+    float* xb = x + b;
+    // Butterflies on lanes of one vector: scalar (log2(L) of log2(block) passes).
+    int h = 1;
+    for (; h < block && h < L; h *= 2) {
+      for (int i = 0; i < block; i += 2 * h) {
+        for (int q = i; q < i + h; ++q) {
+          const float a = xb[q], c = xb[q + h];
+          xb[q] = a + c;
+          xb[q + h] = a - c;
+        }
+      }
+    }
+    for (; h < block; h *= 2) {
+      for (int i = 0; i < block; i += 2 * h) {
+        for (int q = i; q < i + h; q += static_cast<int>(L)) {
+          const auto a = hn::LoadU(d, xb + q), c = hn::LoadU(d, xb + q + h);
+          hn::StoreU(hn::Add(a, c), d, xb + q);
+          hn::StoreU(hn::Sub(a, c), d, xb + q + h);
+        }
+      }
+    }
+    const auto vn = hn::Set(d, norm);
+    int q = 0;
+    for (; q + L <= block; q += static_cast<int>(L)) hn::StoreU(hn::Mul(hn::LoadU(d, xb + q), vn), d, xb + q);
+    for (; q < block; ++q) xb[q] *= norm;
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+HWY_INLINE hn::Vec<DF> LoadW(bool f16, const void* w, int64_t at) {
+  return f16 ? LoadF16(static_cast<const uint16_t*>(w) + at) : hn::LoadU(DF(), static_cast<const float*>(w) + at);
+}
+
+HWY_INLINE float LoadWScalar(bool f16, const void* w, int64_t at) {
+  return f16 ? f16_to_f32(static_cast<const uint16_t*>(w)[at]) : static_cast<const float*>(w)[at];
+}
+
+// Four rows at a time against one token: four independent FMA chains.
+void FloatMatmul(bool f16, const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy, int64_t row_begin,
+                 int64_t row_end) {
+  const DF d;
+  const auto L = static_cast<int64_t>(hn::Lanes(d));
+  for (int t = 0; t < n; ++t) {
+    const float* xt = x + t * k;
+    int64_t r = row_begin;
+    for (; r + 4 <= row_end; r += 4) {
+      auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+      int64_t j = 0;
+      for (; j + L <= k; j += L) {
+        const auto xv = hn::LoadU(d, xt + j);
+        a0 = hn::MulAdd(LoadW(f16, w, r * k + j), xv, a0);
+        a1 = hn::MulAdd(LoadW(f16, w, (r + 1) * k + j), xv, a1);
+        a2 = hn::MulAdd(LoadW(f16, w, (r + 2) * k + j), xv, a2);
+        a3 = hn::MulAdd(LoadW(f16, w, (r + 3) * k + j), xv, a3);
+      }
+      float s[4] = {hn::GetLane(hn::SumOfLanes(d, a0)), hn::GetLane(hn::SumOfLanes(d, a1)),
+                    hn::GetLane(hn::SumOfLanes(d, a2)), hn::GetLane(hn::SumOfLanes(d, a3))};
+      for (; j < k; ++j) {
+        for (int i = 0; i < 4; ++i) s[i] += LoadWScalar(f16, w, (r + i) * k + j) * xt[j];
+      }
+      for (int i = 0; i < 4; ++i) y[t * ldy + r + i] = s[i];
+    }
+    for (; r < row_end; ++r) {
+      auto a0 = hn::Zero(d);
+      int64_t j = 0;
+      for (; j + L <= k; j += L) a0 = hn::MulAdd(LoadW(f16, w, r * k + j), hn::LoadU(d, xt + j), a0);
+      float s = hn::GetLane(hn::SumOfLanes(d, a0));
+      for (; j < k; ++j) s += LoadWScalar(f16, w, r * k + j) * xt[j];
+      y[t * ldy + r] = s;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+HWY_INLINE float SumSquares(const float* x, int64_t n) {
+  const DF d;
+  const auto L = static_cast<int64_t>(hn::Lanes(d));
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    const auto a = hn::LoadU(d, x + i), b = hn::LoadU(d, x + i + L);
+    s0 = hn::MulAdd(a, a, s0);
+    s1 = hn::MulAdd(b, b, s1);
+  }
+  for (; i + L <= n; i += L) {
+    const auto a = hn::LoadU(d, x + i);
+    s0 = hn::MulAdd(a, a, s0);
+  }
+  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
+  for (; i < n; ++i) s += x[i] * x[i];
+  return s;
+}
+
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  const DF d;
+  const auto L = static_cast<int64_t>(hn::Lanes(d));
+  const float scale = 1.0f / std::sqrt(SumSquares(x, n) / static_cast<float>(n) + eps);
+  const auto vs = hn::Set(d, scale);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + i), vs), hn::LoadU(d, weight + i)), d, out + i);
+  }
+  for (; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void Rope(float* head, int n_rot, bool adjacent, const float* cos, const float* sin) {
+  const int half = n_rot / 2;
+  if (adjacent) {
+    for (int i = 0; i < half; ++i) {
+      const float x0 = head[2 * i], x1 = head[2 * i + 1];
+      head[2 * i] = x0 * cos[i] - x1 * sin[i];
+      head[2 * i + 1] = x0 * sin[i] + x1 * cos[i];
+    }
+    return;
+  }
+  const DF d;
+  const auto L = static_cast<int>(hn::Lanes(d));
+  int i = 0;
+  for (; i + L <= half; i += L) {
+    const auto x0 = hn::LoadU(d, head + i), x1 = hn::LoadU(d, head + half + i);
+    const auto c = hn::LoadU(d, cos + i), s = hn::LoadU(d, sin + i);
+    hn::StoreU(hn::Sub(hn::Mul(x0, c), hn::Mul(x1, s)), d, head + i);
+    hn::StoreU(hn::Add(hn::Mul(x0, s), hn::Mul(x1, c)), d, head + half + i);
+  }
+  for (; i < half; ++i) {
+    const float x0 = head[i], x1 = head[half + i];
+    head[i] = x0 * cos[i] - x1 * sin[i];
+    head[half + i] = x0 * sin[i] + x1 * cos[i];
+  }
+}
+
+// A partial vector at the end of an array goes through a padded copy, so
+// every element gets the vector's arithmetic (exp in particular) whatever
+// its position: a batch and its tokens one at a time agree exactly.
+constexpr size_t kMaxFloatLanes = HWY_MAX_BYTES / sizeof(float);
+
+HWY_INLINE hn::Vec<DF> SwigluVec(hn::Vec<DF> g, hn::Vec<DF> u) {
+  const DF d;
+  return hn::Mul(hn::Div(g, hn::Add(hn::Set(d, 1.0f), hn::Exp(d, hn::Neg(g)))), u);
+}
+
+void Swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  const DF d;
+  const auto L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(SwigluVec(hn::LoadU(d, gate + i), hn::LoadU(d, up + i)), d, out + i);
+  if (i < n) {
+    alignas(64) float g[kMaxFloatLanes] = {}, u[kMaxFloatLanes] = {};
+    std::copy(gate + i, gate + n, g);
+    std::copy(up + i, up + n, u);
+    hn::Store(SwigluVec(hn::Load(d, g), hn::Load(d, u)), d, g);
+    std::copy(g, g + (n - i), out + i);
+  }
+}
+
+void ToF16(const float* x, int64_t n, uint16_t* out) {
+  const DF d;
+  const DH dh;
+  const auto L = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    hn::StoreU(hn::DemoteTo(dh, hn::LoadU(d, x + i)), dh, reinterpret_cast<hwy::float16_t*>(out + i));
+  }
+  for (; i < n; ++i) out[i] = f32_to_f16(x[i]);
+}
+
+HWY_INLINE float DotF16(const float* q, const uint16_t* k, int head_dim) {
+  const DF d;
+  const auto L = static_cast<int>(hn::Lanes(d));
+  auto acc = hn::Zero(d);
+  int i = 0;
+  for (; i + L <= head_dim; i += L) acc = hn::MulAdd(hn::LoadU(d, q + i), LoadF16(k + i), acc);
+  float dot = hn::GetLane(hn::SumOfLanes(d, acc));
+  for (; i < head_dim; ++i) dot += q[i] * f16_to_f32(k[i]);
+  return dot;
+}
+
+void AttentionHeadF16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv, int head_dim, int64_t stride,
+                      float scale, float* scores, float* out) {
+  const DF d;
+  const auto L = static_cast<int>(hn::Lanes(d));
+  // Scores, four keys at a time (four independent FMA chains).
+  int64_t t = 0;
+  if (head_dim % L == 0) {
+    for (; t + 4 <= n_kv; t += 4) {
+      const uint16_t* k0 = k + t * stride;
+      auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+      for (int i = 0; i < head_dim; i += L) {
+        const auto qv = hn::LoadU(d, q + i);
+        a0 = hn::MulAdd(qv, LoadF16(k0 + i), a0);
+        a1 = hn::MulAdd(qv, LoadF16(k0 + stride + i), a1);
+        a2 = hn::MulAdd(qv, LoadF16(k0 + 2 * stride + i), a2);
+        a3 = hn::MulAdd(qv, LoadF16(k0 + 3 * stride + i), a3);
+      }
+      scores[t] = hn::GetLane(hn::SumOfLanes(d, a0)) * scale;
+      scores[t + 1] = hn::GetLane(hn::SumOfLanes(d, a1)) * scale;
+      scores[t + 2] = hn::GetLane(hn::SumOfLanes(d, a2)) * scale;
+      scores[t + 3] = hn::GetLane(hn::SumOfLanes(d, a3)) * scale;
+    }
+  }
+  for (; t < n_kv; ++t) scores[t] = DotF16(q, k + t * stride, head_dim) * scale;
+  float max = -INFINITY;
+  for (t = 0; t < n_kv; ++t) max = std::max(max, scores[t]);
+  // Softmax numerators and their sum.
+  const auto vmax = hn::Set(d, max);
+  auto vsum = hn::Zero(d);
+  t = 0;
+  for (; t + L <= n_kv; t += L) {
+    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, scores + t), vmax));
+    hn::StoreU(e, d, scores + t);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+  if (t < n_kv) {
+    alignas(64) float e[kMaxFloatLanes];
+    std::fill(e, e + kMaxFloatLanes, max);
+    std::copy(scores + t, scores + n_kv, e);
+    hn::Store(hn::Exp(d, hn::Sub(hn::Load(d, e), vmax)), d, e);
+    for (; t < n_kv; ++t) {
+      scores[t] = e[t % L];
+      sum += scores[t];
+    }
+  }
+  const float inv = 1.0f / sum;
+  // out = sum_s p_s v_s: up to four vectors of the head per pass over V.
+  int i = 0;
+  for (; i + 4 * L <= head_dim; i += 4 * L) {
+    auto o0 = hn::Zero(d), o1 = hn::Zero(d), o2 = hn::Zero(d), o3 = hn::Zero(d);
+    for (int64_t s = 0; s < n_kv; ++s) {
+      const auto p = hn::Set(d, scores[s]);
+      const uint16_t* vs = v + s * stride + i;
+      o0 = hn::MulAdd(p, LoadF16(vs), o0);
+      o1 = hn::MulAdd(p, LoadF16(vs + L), o1);
+      o2 = hn::MulAdd(p, LoadF16(vs + 2 * L), o2);
+      o3 = hn::MulAdd(p, LoadF16(vs + 3 * L), o3);
+    }
+    const auto vi = hn::Set(d, inv);
+    hn::StoreU(hn::Mul(o0, vi), d, out + i);
+    hn::StoreU(hn::Mul(o1, vi), d, out + i + L);
+    hn::StoreU(hn::Mul(o2, vi), d, out + i + 2 * L);
+    hn::StoreU(hn::Mul(o3, vi), d, out + i + 3 * L);
+  }
+  for (; i + L <= head_dim; i += L) {
+    auto o0 = hn::Zero(d);
+    for (int64_t s = 0; s < n_kv; ++s) o0 = hn::MulAdd(hn::Set(d, scores[s]), LoadF16(v + s * stride + i), o0);
+    hn::StoreU(hn::Mul(o0, hn::Set(d, inv)), d, out + i);
+  }
+  for (; i < head_dim; ++i) {
+    float acc = 0.0f;
+    for (int64_t s = 0; s < n_kv; ++s) acc += scores[s] * f16_to_f32(v[s * stride + i]);
+    out[i] = acc * inv;
+  }
+}
+
+// Four independent vector sums so loads, not adds, set the pace.
+uint64_t StreamRead(const uint64_t* p, int64_t words) {
+  const hn::ScalableTag<uint64_t> d;
+  const auto L = static_cast<int64_t>(hn::Lanes(d));
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 4 * L <= words; i += 4 * L) {
+    s0 = hn::Add(s0, hn::LoadU(d, p + i));
+    s1 = hn::Add(s1, hn::LoadU(d, p + i + L));
+    s2 = hn::Add(s2, hn::LoadU(d, p + i + 2 * L));
+    s3 = hn::Add(s3, hn::LoadU(d, p + i + 3 * L));
+  }
+  uint64_t sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+  for (; i < words; ++i) sum += p[i];
+  return sum;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace ork::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ork::cpu {
+
+HWY_EXPORT(Rotate);
+HWY_EXPORT(FloatMatmul);
+HWY_EXPORT(RmsNorm);
+HWY_EXPORT(Rope);
+HWY_EXPORT(Swiglu);
+HWY_EXPORT(ToF16);
+HWY_EXPORT(AttentionHeadF16);
+HWY_EXPORT(StreamRead);
+
+uint64_t stream_read(const uint64_t* p, int64_t words) { return HWY_DYNAMIC_DISPATCH(StreamRead)(p, words); }
+
+void rotate(float* x, int64_t k, int block, const float* signs) { HWY_DYNAMIC_DISPATCH(Rotate)(x, k, block, signs); }
+
+void float_matmul(bool f16, const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy, int64_t row_begin,
+                  int64_t row_end) {
+  HWY_DYNAMIC_DISPATCH(FloatMatmul)(f16, w, k, x, n, y, ldy, row_begin, row_end);
+}
+
+void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  HWY_DYNAMIC_DISPATCH(RmsNorm)(x, weight, n, eps, out);
+}
+
+void rope(float* head, int n_rot, bool adjacent, const float* cos, const float* sin) {
+  HWY_DYNAMIC_DISPATCH(Rope)(head, n_rot, adjacent, cos, sin);
+}
+
+void swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(Swiglu)(gate, up, n, out);
+}
+
+void to_f16(const float* x, int64_t n, uint16_t* out) { HWY_DYNAMIC_DISPATCH(ToF16)(x, n, out); }
+
+void attention_head_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv, int head_dim,
+                        int64_t stride, float scale, float* scores, float* out) {
+  HWY_DYNAMIC_DISPATCH(AttentionHeadF16)(q, k, v, n_kv, head_dim, stride, scale, scores, out);
+}
+
+}  // namespace ork::cpu
+#endif  // HWY_ONCE

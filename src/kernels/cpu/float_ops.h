@@ -1,0 +1,44 @@
+// The CPU engine's float kernels, written once with Highway (see
+// quant_matmul.h for targets): the Hadamard rotation of activations, f32/f16
+// matmul, RMSNorm, RoPE from a per-position table, SwiGLU, softmax and
+// attention over an f16 KV cache. References: kernels/ref/ops.h and
+// quant/rotation.h; tolerances are stated in tests/kernels/float_ops_test.cc.
+#pragma once
+
+#include <cstdint>
+
+namespace ork::cpu {
+
+// x <- H x for one vector of k values, H the randomized block Hadamard of
+// quant/rotation.h given its signs (rotation_signs). Bit-exact with rotate().
+void rotate(float* x, int64_t k, int block, const float* signs);
+
+// y[t * ldy + r] = sum_j W[r][j] x[t][j] for rows [row_begin, row_end) and
+// n tokens; W has rows of k f32 (f16 = false) or f16 values, x rows of k.
+void float_matmul(bool f16, const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy, int64_t row_begin,
+                  int64_t row_end);
+
+// out = x / sqrt(mean(x^2) + eps) * weight
+void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out);
+
+// Rotates pairs of one head by a position's table: pair i is (x[2i],
+// x[2i+1]) when `adjacent` (llama), else (x[i], x[i + n_rot/2]) (neox).
+void rope(float* head, int n_rot, bool adjacent, const float* cos, const float* sin);
+
+// out = silu(gate) * up
+void swiglu(const float* gate, const float* up, int64_t n, float* out);
+
+// f32 -> f16 (round to nearest even), for the KV cache.
+void to_f16(const float* x, int64_t n, uint16_t* out);
+
+// Attention of one query head over n_kv cached positions of an f16 cache:
+// out = softmax(q . K^T * scale) V, rows `stride` elements apart. `scores`
+// needs n_kv floats.
+void attention_head_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv, int head_dim,
+                        int64_t stride, float scale, float* scores, float* out);
+
+// Reads `words` 64-bit words as fast as the core can and returns their
+// wrapping sum: the read-bandwidth probe of `ork bench`.
+uint64_t stream_read(const uint64_t* p, int64_t words);
+
+}  // namespace ork::cpu

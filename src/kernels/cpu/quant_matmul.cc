@@ -1,0 +1,534 @@
+// Quantized matmul on int8 activations, every orkpack tier.
+//
+// Every weight row is a sequence of 32-weight groups; a group inflates to
+// one 32-byte vector of codes (two 16-byte halves on 128-bit targets):
+// nibbles with a mask and a shift, the i5/i6 bit planes with a byte shuffle
+// and a bit test, nf4 with a 16-entry byte shuffle. Codes meet the int8
+// activations in a pairwise multiply-add into int16 (pmaddubsw on x86, a
+// shift-split multiply elsewhere) and then int32 (pmaddwd). Rows accumulate
+// in int32 over all of K and are scaled once: per-channel weight scales and
+// per-token activation scales leave no per-block float work.
+//
+// Unsigned codes (i4, i5, i6: u = q + offset) go straight into pmaddubsw;
+// the offset comes off once per row as offset * sum(a). Signed codes (nf4,
+// i8, i8s) use |w| and a with w's sign. Neither can saturate int16:
+// 2 * 63 * 127 and 2 * 128 * 127 are below 2^15.
+//
+// A register tile of R rows x T tokens shares each inflated group across T
+// tokens and each activation load across R rows: R = 4, T <= 2 for decode,
+// R = 2, T = 4 for prefill (16 registers on AVX2).
+#include "kernels/cpu/quant_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/ref/quant_matmul.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/quant_matmul.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace ork::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// ---------------------------------------------------------------------------
+// Activation quantization.
+
+void QuantizeActs(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum) {
+#if HWY_TARGET == HWY_SCALAR
+  ref::quantize_acts(x, n, k, q, scale, sum);
+#else
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  for (int t = 0; t < n; ++t) {
+    const float* xt = x + t * k;
+    int8_t* qt = q + t * k;
+    auto vmax = hn::Zero(df);
+    int64_t i = 0;
+    for (; i + L <= k; i += L) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xt + i)));
+    float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    for (; i < k; ++i) amax = std::max(amax, std::fabs(xt[i]));
+    if (amax == 0.0f) {
+      std::fill(qt, qt + k, int8_t{0});
+      scale[t] = 0.0f;
+      sum[t] = 0;
+      continue;
+    }
+    const float inv = 127.0f / amax;
+    const auto vinv = hn::Set(df, inv);
+    auto vsum = hn::Zero(di);
+    i = 0;
+    for (; i + L <= k; i += L) {
+      const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xt + i), vinv));
+      vsum = hn::Add(vsum, qi);
+      hn::StoreU(hn::DemoteTo(d8, qi), d8, qt + i);
+    }
+    auto s = static_cast<int32_t>(hn::GetLane(hn::SumOfLanes(di, vsum)));
+    for (; i < k; ++i) {
+      qt[i] = static_cast<int8_t>(std::nearbyint(xt[i] * inv));
+      s += qt[i];
+    }
+    scale[t] = amax / 127.0f;
+    sum[t] = s;
+  }
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Quantized matmul.
+
+#if HWY_TARGET == HWY_SCALAR
+
+void QuantMatmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
+                 int64_t row_end) {
+  ref::quant_matmul(w, a, y, ldy, row_begin, row_end);
+}
+
+#else
+
+using DU8 = hn::CappedTag<uint8_t, 32>;
+using DI8 = hn::CappedTag<int8_t, 32>;
+using DI16 = hn::Repartition<int16_t, DI8>;
+using DI32 = hn::Repartition<int32_t, DI8>;
+using VU8 = hn::Vec<DU8>;
+using VI8 = hn::Vec<DI8>;
+using VI16 = hn::Vec<DI16>;
+using VI32 = hn::Vec<DI32>;
+
+constexpr size_t kL = hn::MaxLanes(DU8());  // lanes per code vector
+static_assert(kL == 16 || kL == 32, "the code vectors hold half or all of a 32-weight group");
+
+#define ORK_X86_256 (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2)
+#define ORK_X86_128 (HWY_ARCH_X86 && HWY_TARGET <= HWY_SSSE3 && HWY_TARGET > HWY_AVX2)
+
+// sum of adjacent pairs of w * a into int16, w taken as signed. Exact for
+// the ranges above; the portable form splits even and odd bytes.
+HWY_INLINE VI16 PairsPortable(VI8 w, VI8 a) {
+  const DI16 d16;
+  const auto w16 = hn::BitCast(d16, w), a16 = hn::BitCast(d16, a);
+  const auto we = hn::ShiftRight<8>(hn::ShiftLeft<8>(w16)), wo = hn::ShiftRight<8>(w16);
+  const auto ae = hn::ShiftRight<8>(hn::ShiftLeft<8>(a16)), ao = hn::ShiftRight<8>(a16);
+  return hn::Add(hn::Mul(we, ae), hn::Mul(wo, ao));
+}
+
+// Unsigned codes (< 128) times signed activations.
+HWY_INLINE VI16 PairsUnsigned(VU8 w, VI8 a) {
+#if ORK_X86_256
+  return VI16{_mm256_maddubs_epi16(w.raw, a.raw)};
+#elif ORK_X86_128
+  return VI16{_mm_maddubs_epi16(w.raw, a.raw)};
+#else
+  return PairsPortable(hn::BitCast(DI8(), w), a);
+#endif
+}
+
+// Signed codes times signed activations (never -128).
+HWY_INLINE VI16 PairsSigned(VI8 w, VI8 a) {
+#if ORK_X86_256
+  return VI16{_mm256_maddubs_epi16(_mm256_abs_epi8(w.raw), _mm256_sign_epi8(a.raw, w.raw))};
+#elif ORK_X86_128
+  return VI16{_mm_maddubs_epi16(_mm_abs_epi8(w.raw), _mm_sign_epi8(a.raw, w.raw))};
+#else
+  return PairsPortable(w, a);
+#endif
+}
+
+// acc + (sums of adjacent int16 pairs).
+HWY_INLINE VI32 WidenAdd(VI16 p, VI32 acc) {
+#if ORK_X86_256
+  return hn::Add(acc, VI32{_mm256_madd_epi16(p.raw, _mm256_set1_epi16(1))});
+#elif ORK_X86_128
+  return hn::Add(acc, VI32{_mm_madd_epi16(p.raw, _mm_set1_epi16(1))});
+#else
+  const auto p32 = hn::BitCast(DI32(), p);
+  return hn::Add(acc, hn::Add(hn::ShiftRight<16>(hn::ShiftLeft<16>(p32)), hn::ShiftRight<16>(p32)));
+#endif
+}
+
+// A step is the weights one pair of code vectors covers: two groups (64
+// weights) on 256-bit targets, one group on 128-bit ones. Nibble planes are
+// read 16 bytes per group, so a 32-byte load holds two groups; masking and
+// shifting it gives the low nibbles of both groups in one vector and the
+// high nibbles in the other. The activations are gathered to match:
+// c0 = [g: 0..15 | g+1: 0..15], c1 = [g: 16..31 | g+1: 16..31]. (i8 rows are
+// read in weight order.) A group left over on 256-bit targets is read alone.
+constexpr int kStepGroups = static_cast<int>(kL / 16);
+
+// Bit-plane lookups per lane of the step's code vectors c0 (row 0) and c1
+// (row 1), as the weight index w (0..63) within the step: i5 byte w/8, bit
+// w%8; i6 byte w/4, bits 2(w%4), 2(w%4)+1. On 128-bit targets the first 16
+// lanes of each row are the whole step.
+alignas(32) constexpr uint8_t kI5StepByte[2][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
+    {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7}};
+alignas(32) constexpr uint8_t kI6StepByte[2][32] = {
+    {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
+    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15}};
+alignas(32) constexpr uint8_t kI5Bit[32] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
+                                            1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+alignas(32) constexpr uint8_t kI6Bit0[32] = {1, 4, 16, 64, 1, 4, 16, 64, 1, 4, 16, 64, 1, 4, 16, 64,
+                                             1, 4, 16, 64, 1, 4, 16, 64, 1, 4, 16, 64, 1, 4, 16, 64};
+// One group alone in a 256-bit vector, weight order: byte w/8 (i5), w/4 (i6).
+alignas(32) constexpr uint8_t kI5GroupByte[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                  2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+alignas(32) constexpr uint8_t kI6GroupByte[32] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
+                                                  4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7};
+alignas(16) constexpr int8_t kNf4Table[16] = {-127, -88, -67, -50, -36, -23, -12, 0, 10, 20, 31, 43, 56, 71, 92, 127};
+
+// Ors bit 4 (i5) or bits 4 and 5 (i6) into nibble codes from `bits`, a
+// vector whose every 128-bit block holds the step's bit-plane bytes.
+template <CodeKind K>
+HWY_INLINE VU8 AddHighBits(VU8 nib, VU8 bits, const uint8_t* byte_table) {
+  const DU8 du;
+  const auto b = hn::TableLookupBytes(bits, hn::Load(du, byte_table));
+  if constexpr (K == CodeKind::kI5) {
+    return hn::Or(nib, hn::IfThenElseZero(hn::TestBit(b, hn::Load(du, kI5Bit)), hn::Set(du, 0x10)));
+  } else {
+    const auto bit0 = hn::Load(du, kI6Bit0);
+    return hn::Or(nib, hn::Or(hn::IfThenElseZero(hn::TestBit(b, bit0), hn::Set(du, 0x10)),
+                              hn::IfThenElseZero(hn::TestBit(b, hn::Add(bit0, bit0)), hn::Set(du, 0x20))));
+  }
+}
+
+template <CodeKind K>
+struct Codes {
+  static constexpr bool kUnsigned = K == CodeKind::kI4 || K == CodeKind::kI5 || K == CodeKind::kI6;
+  static constexpr int32_t kOffset = K == CodeKind::kI4 ? 8 : K == CodeKind::kI5 ? 16 : K == CodeKind::kI6 ? 32 : 0;
+  static constexpr bool kNibbleOrder = K != CodeKind::kI8;  // activations gathered as above
+  using V = std::conditional_t<kUnsigned, VU8, VI8>;
+
+  // The step at group g: c0 and c1 as described above.
+  static HWY_INLINE void LoadStep(const uint8_t* row0, const uint8_t* row1, int64_t g, V& c0, V& c1) {
+    const DU8 du;
+    const DI8 di;
+    if constexpr (K == CodeKind::kI8) {
+      c0 = hn::LoadU(di, reinterpret_cast<const int8_t*>(row0) + g * 32);
+      c1 = hn::LoadU(di, reinterpret_cast<const int8_t*>(row0) + g * 32 + kL);
+      return;
+    }
+    const auto mask = hn::Set(du, 0x0F);
+    const auto b = hn::LoadU(du, row0 + g * 16);
+    VU8 lo = hn::And(b, mask), hi = hn::ShiftRight<4>(b);
+    if constexpr (K == CodeKind::kI4) {
+      c0 = lo;
+      c1 = hi;
+    } else if constexpr (K == CodeKind::kNf4) {
+      const auto table = hn::LoadDup128(du, reinterpret_cast<const uint8_t*>(kNf4Table));
+      c0 = hn::BitCast(di, hn::TableLookupBytes(table, lo));
+      c1 = hn::BitCast(di, hn::TableLookupBytes(table, hi));
+    } else if constexpr (K == CodeKind::kI5 || K == CodeKind::kI6) {
+      VU8 bits;
+      if constexpr (K == CodeKind::kI5 && kL == 32) {
+        uint64_t v;
+        std::memcpy(&v, row1 + g * 4, 8);
+        bits = hn::BitCast(du, hn::Set(hn::Repartition<uint64_t, DU8>(), v));
+      } else if constexpr (K == CodeKind::kI5) {
+        uint32_t v;
+        std::memcpy(&v, row1 + g * 4, 4);
+        bits = hn::BitCast(du, hn::Set(hn::Repartition<uint32_t, DU8>(), v));
+      } else if constexpr (kL == 32) {
+        bits = hn::LoadDup128(du, row1 + g * 8);
+      } else {
+        uint64_t v;
+        std::memcpy(&v, row1 + g * 8, 8);
+        bits = hn::BitCast(du, hn::Set(hn::Repartition<uint64_t, DU8>(), v));
+      }
+      const auto& table = K == CodeKind::kI5 ? kI5StepByte : kI6StepByte;
+      c0 = AddHighBits<K>(lo, bits, table[0]);
+      c1 = AddHighBits<K>(hi, bits, table[1]);
+    } else {  // kI8s: int8(((high << 4) | low) ^ 0x80) - 8
+      const auto b1 = hn::LoadU(du, row1 + g * 16);
+      const auto lo1 = hn::And(b1, mask), hi1 = hn::ShiftRight<4>(b1);
+      const auto flip = hn::Set(du, 0x80);
+      const auto eight = hn::Set(di, 8);
+      c0 = hn::Sub(hn::BitCast(di, hn::Xor(hn::Or(hn::ShiftLeft<4>(lo), lo1), flip)), eight);
+      c1 = hn::Sub(hn::BitCast(di, hn::Xor(hn::Or(hn::ShiftLeft<4>(hi), hi1), flip)), eight);
+    }
+  }
+
+  // 256-bit targets: group g alone, in weight order.
+  static HWY_INLINE V LoadGroup(const uint8_t* row0, const uint8_t* row1, int64_t g) {
+    const DU8 du;
+    const DI8 di;
+    if constexpr (K == CodeKind::kI8) {
+      return hn::LoadU(di, reinterpret_cast<const int8_t*>(row0) + g * 32);
+    } else {
+      const hn::Half<DU8> dh;
+      const auto b = hn::LoadU(dh, row0 + g * 16);
+      const auto nib = hn::Combine(du, hn::ShiftRight<4>(b), hn::And(b, hn::Set(dh, 0x0F)));
+      if constexpr (K == CodeKind::kI4) {
+        return nib;
+      } else if constexpr (K == CodeKind::kNf4) {
+        return hn::BitCast(di, hn::TableLookupBytes(hn::LoadDup128(du, reinterpret_cast<const uint8_t*>(kNf4Table)), nib));
+      } else if constexpr (K == CodeKind::kI5) {
+        uint32_t v;
+        std::memcpy(&v, row1 + g * 4, 4);
+        return AddHighBits<K>(nib, hn::BitCast(du, hn::Set(hn::Repartition<uint32_t, DU8>(), v)), kI5GroupByte);
+      } else if constexpr (K == CodeKind::kI6) {
+        uint64_t v;
+        std::memcpy(&v, row1 + g * 8, 8);
+        return AddHighBits<K>(nib, hn::BitCast(du, hn::Set(hn::Repartition<uint64_t, DU8>(), v)), kI6GroupByte);
+      } else {
+        const auto b1 = hn::LoadU(dh, row1 + g * 16);
+        const auto low = hn::Combine(du, hn::ShiftRight<4>(b1), hn::And(b1, hn::Set(dh, 0x0F)));
+        const auto byte = hn::Xor(hn::Or(hn::ShiftLeft<4>(nib), low), hn::Set(du, 0x80));
+        return hn::Sub(hn::BitCast(di, byte), hn::Set(di, 8));
+      }
+    }
+  }
+
+  static HWY_INLINE VI16 Pairs(V w, VI8 a) {
+    if constexpr (kUnsigned) {
+      return PairsUnsigned(w, a);
+    } else {
+      return PairsSigned(w, a);
+    }
+  }
+
+  // acc += c0 . a0 + c1 . a1. Unsigned codes may add their int16 pairs
+  // first: 2 * 2 * 63 * 127 < 2^15.
+  static HWY_INLINE VI32 Accumulate(V c0, V c1, VI8 a0, VI8 a1, VI32 acc) {
+    if constexpr (kUnsigned) {
+      return WidenAdd(hn::Add(Pairs(c0, a0), Pairs(c1, a1)), acc);
+    } else {
+      return WidenAdd(Pairs(c1, a1), WidenAdd(Pairs(c0, a0), acc));
+    }
+  }
+};
+
+// The activations of the step at group g, ordered like the codes.
+template <bool kNibbleOrder>
+HWY_INLINE void LoadActStep(const int8_t* a, int64_t g, VI8& a0, VI8& a1) {
+  const DI8 di;
+  if constexpr (kL == 32 && kNibbleOrder) {
+    const auto x = hn::LoadU(di, a + g * 32), y = hn::LoadU(di, a + g * 32 + 32);
+    a0 = hn::ConcatLowerLower(di, y, x);
+    a1 = hn::ConcatUpperUpper(di, y, x);
+  } else {
+    a0 = hn::LoadU(di, a + g * 32);
+    a1 = hn::LoadU(di, a + g * 32 + kL);
+  }
+}
+
+// Rows are short (K/2 bytes for i4) and a tile reads R of them side by
+// side, so the hardware prefetcher, which follows streams, ramps up late on
+// each new tile. The R rows of the next tile are contiguous: each step
+// prefetches as many of its bytes as it consumes of its own, so the next
+// tile's rows arrive while this one computes.
+HWY_INLINE void PrefetchSpan(const uint8_t* p, int64_t bytes) {
+  for (int64_t off = 0; off < bytes; off += 64) hwy::Prefetch(p + off);
+}
+
+// y for rows r0..r0+R-1 and tokens t0..t0+T-1, whose activations start at
+// `act0` (rows a.k apart): a.q itself, or with kPermuted a copy already in
+// step order (PermuteActs).
+template <CodeKind K, int R, int T, bool kPermuted = false>
+HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* act0, int64_t r0, int t0, float* y,
+                       int64_t ldy) {
+  using C = Codes<K>;
+  const DI8 di;
+  const DI32 d32;
+  const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
+  const uint8_t* row0[R];
+  const uint8_t* row1[R];
+  for (int r = 0; r < R; ++r) {
+    row0[r] = w.p0 + (r0 + r) * b0;
+    row1[r] = b1 > 0 ? w.p1 + (r0 + r) * b1 : nullptr;
+  }
+  const int8_t* act[T];
+  for (int t = 0; t < T; ++t) act[t] = act0 + t * a.k;
+  // Plane bytes per step of one row, and where the next tile's rows start.
+  const int64_t step0 = b0 * 32 * kStepGroups / w.k, step1 = b1 * 32 * kStepGroups / w.k;
+  const uint8_t* next0 = w.p0 + (r0 + R) * b0;
+  const uint8_t* next1 = b1 > 0 ? w.p1 + (r0 + R) * b1 : nullptr;
+
+  VI32 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(d32);
+  }
+  const int64_t groups = w.k / 32;
+  // Unsigned codes sum their int16 pairs over a block of steps before
+  // widening (|pair sum| <= 2 * max_code * 127 per vector, so 8 of them for
+  // i4, 4 for i5, 2 for i6 stay below 2^15); signed codes widen every vector.
+  constexpr int kBlock = K == CodeKind::kI4 ? 4 : K == CodeKind::kI5 ? 2 : 1;
+  const int64_t steps = groups / kStepGroups;
+  int64_t step = 0;
+  int64_t g = 0;
+  // One step: prefetch the next tile's share, inflate R rows' codes, and
+  // hand each token's activations with them to `mac(r, t, c0, c1, a0, a1)`.
+  auto run_step = [&](int64_t at_step, auto&& mac) HWY_ATTR {
+    PrefetchSpan(next0 + at_step * R * step0, R * step0);
+    if (next1 != nullptr) PrefetchSpan(next1 + at_step * R * step1, R * step1);
+    typename C::V c0[R], c1[R];
+    for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
+    for (int t = 0; t < T; ++t) {
+      VI8 a0, a1;
+      LoadActStep<C::kNibbleOrder && !kPermuted>(act[t], g, a0, a1);
+      for (int r = 0; r < R; ++r) mac(r, t, c0[r], c1[r], a0, a1);
+    }
+    g += kStepGroups;
+  };
+  for (; step < steps; step += kBlock) {
+    const int block = static_cast<int>(std::min<int64_t>(kBlock, steps - step));
+    if constexpr (C::kUnsigned) {
+      VI16 sum[R][T];
+      for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) sum[r][t] = hn::Zero(DI16());
+      }
+      for (int j = 0; j < block; ++j) {
+        run_step(step + j, [&](int r, int t, auto c0, auto c1, VI8 a0, VI8 a1) HWY_ATTR {
+          sum[r][t] = hn::Add(sum[r][t], hn::Add(C::Pairs(c0, a0), C::Pairs(c1, a1)));
+        });
+      }
+      for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) acc[r][t] = WidenAdd(sum[r][t], acc[r][t]);
+      }
+    } else {
+      for (int j = 0; j < block; ++j) {
+        run_step(step + j, [&](int r, int t, auto c0, auto c1, VI8 a0, VI8 a1) HWY_ATTR {
+          acc[r][t] = C::Accumulate(c0, c1, a0, a1, acc[r][t]);
+        });
+      }
+    }
+  }
+  if constexpr (kStepGroups == 2) {
+    if (g < groups) {  // the odd group
+      typename C::V c[R];
+      for (int r = 0; r < R; ++r) c[r] = C::LoadGroup(row0[r], row1[r], g);
+      for (int t = 0; t < T; ++t) {
+        const auto av = hn::LoadU(di, act[t] + g * 32);
+        for (int r = 0; r < R; ++r) acc[r][t] = WidenAdd(C::Pairs(c[r], av), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const float ws = w.scales[r0 + r] * w.scale_mul;
+    for (int t = 0; t < T; ++t) {
+      int32_t dot = static_cast<int32_t>(hn::GetLane(hn::SumOfLanes(d32, acc[r][t])));
+      if constexpr (C::kUnsigned) dot -= C::kOffset * a.sum[t0 + t];
+      y[(t0 + t) * ldy + r0 + r] = ws * a.scale[t0 + t] * static_cast<float>(dot);
+    }
+  }
+}
+
+// Copies n token rows of k activations into step order (see LoadActStep):
+// per two groups [g 0..15 | g+1 0..15 | g 16..31 | g+1 16..31]; an odd last
+// group stays as it is.
+void PermuteActs(const int8_t* src, int n, int64_t k, int8_t* dst) {
+  const int64_t groups = k / 32;
+  for (int t = 0; t < n; ++t) {
+    const int8_t* s = src + t * k;
+    int8_t* d = dst + t * k;
+    int64_t g = 0;
+    for (; g + 2 <= groups; g += 2) {
+      std::memcpy(d + g * 32, s + g * 32, 16);
+      std::memcpy(d + g * 32 + 16, s + g * 32 + 32, 16);
+      std::memcpy(d + g * 32 + 32, s + g * 32 + 16, 16);
+      std::memcpy(d + g * 32 + 48, s + g * 32 + 48, 16);
+    }
+    if (g < groups) std::memcpy(d + g * 32, s + g * 32, 32);
+  }
+}
+
+// Prefill, blocked for the caches: tokens in chunks whose activations stay
+// in L2 (<= 256 KiB; on 256-bit targets first copied into step order so
+// tiles load them without shuffles), rows in blocks whose weights stay in
+// L2 (<= 128 KiB), and within a block, eight tokens (in L1) against every
+// row of the block. Weights are read from memory once per token chunk.
+template <CodeKind K>
+void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
+                   int64_t row_end) {
+  constexpr bool kPermute = kL == 32 && Codes<K>::kNibbleOrder;
+  const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / a.k / 8 * 8, 8, 256));
+  const int64_t row_bytes = plane0_row_bytes(K, w.k) + plane1_row_bytes(K, w.k);
+  const int64_t row_block = std::max<int64_t>(4, (int64_t{128} << 10) / row_bytes);
+  thread_local std::vector<int8_t> permuted;
+  if (kPermute) permuted.resize(static_cast<size_t>(chunk * a.k));
+  for (int c0 = 0; c0 < a.n; c0 += chunk) {
+    const int c1 = std::min(a.n, c0 + chunk);
+    const int8_t* base = a.q + c0 * a.k;
+    if (kPermute) {
+      PermuteActs(base, c1 - c0, a.k, permuted.data());
+      base = permuted.data();
+    }
+    auto act = [&](int t) { return base + (t - c0) * a.k; };
+    for (int64_t rb = row_begin; rb < row_end; rb += row_block) {
+      const int64_t re = std::min(row_end, rb + row_block);
+      int t = c0;
+      for (; t + 8 <= c1; t += 8) {
+        for (int64_t r = rb; r < re; ++r) Tile<K, 1, 8, kPermute>(w, a, act(t), r, t, y, ldy);
+      }
+      for (; t + 4 <= c1; t += 4) {
+        for (int64_t r = rb; r < re; ++r) Tile<K, 1, 4, kPermute>(w, a, act(t), r, t, y, ldy);
+      }
+      for (; t < c1; ++t) {
+        for (int64_t r = rb; r < re; ++r) Tile<K, 1, 1, kPermute>(w, a, act(t), r, t, y, ldy);
+      }
+    }
+  }
+}
+
+// Decode (and batches under four tokens): four rows per tile share each
+// activation load.
+template <CodeKind K>
+void MatmulKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
+                int64_t row_end) {
+  if (a.n >= 4) return MatmulPrefill<K>(w, a, y, ldy, row_begin, row_end);
+  int64_t r = row_begin;
+  for (; r + 4 <= row_end; r += 4) {
+    int t = 0;
+    for (; t + 2 <= a.n; t += 2) Tile<K, 4, 2>(w, a, a.q + t * a.k, r, t, y, ldy);
+    for (; t < a.n; ++t) Tile<K, 4, 1>(w, a, a.q + t * a.k, r, t, y, ldy);
+  }
+  for (; r < row_end; ++r) {
+    for (int t = 0; t < a.n; ++t) Tile<K, 1, 1>(w, a, a.q + t * a.k, r, t, y, ldy);
+  }
+}
+
+void QuantMatmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
+                 int64_t row_end) {
+  switch (w.kind) {
+    case CodeKind::kI4: return MatmulKind<CodeKind::kI4>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kNf4: return MatmulKind<CodeKind::kNf4>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kI5: return MatmulKind<CodeKind::kI5>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kI6: return MatmulKind<CodeKind::kI6>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kI8: return MatmulKind<CodeKind::kI8>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kI8s: return MatmulKind<CodeKind::kI8s>(w, a, y, ldy, row_begin, row_end);
+  }
+}
+
+#undef ORK_X86_256
+#undef ORK_X86_128
+
+#endif  // HWY_TARGET == HWY_SCALAR
+
+}  // namespace HWY_NAMESPACE
+}  // namespace ork::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ork::cpu {
+
+HWY_EXPORT(QuantizeActs);
+HWY_EXPORT(QuantMatmul);
+
+void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum) {
+  HWY_DYNAMIC_DISPATCH(QuantizeActs)(x, n, k, q, scale, sum);
+}
+
+void quant_matmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
+                  int64_t row_end) {
+  HWY_DYNAMIC_DISPATCH(QuantMatmul)(w, a, y, ldy, row_begin, row_end);
+}
+
+}  // namespace ork::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,67 @@
+// How the integer kernels (scalar reference and SIMD) see an orkpack tier
+// tensor and a batch of int8 activations. Every code is an integer, so the
+// reference and every SIMD target agree bit for bit:
+//
+//   y[t][r] = (scales[r] * scale_mul) * act_scale[t] * sum_j code(r, j) * a[t][j]
+//
+// where code(r, j) is, per kind (planes as in docs/FORMAT.md):
+//   kI4    nibble - 8                     (i4, and the i8s high plane alone)
+//   kNf4   kNf4Codes[nibble]              (NormalFloat levels * 127, rounded)
+//   kI5    (nibble | bit << 4) - 16
+//   kI6    (nibble | 2 bits << 4) - 32
+//   kI8    the int8 byte
+//   kI8s   int8(((high << 4) | low) ^ 0x80) - 8  =  16 (high - 8) + (low - 8)
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "quant/tier.h"
+
+namespace ork {
+
+enum class CodeKind { kI4, kNf4, kI5, kI6, kI8, kI8s };
+
+// The NF4 codebook as int8: round(127 * level). Reading nf4 through these
+// codes (and scale_mul 1/127) moves each level by at most 0.5/127 of the
+// row's scale, far inside nf4's own rounding step (>= 0.08).
+inline constexpr std::array<int8_t, 16> kNf4Codes = {-127, -88, -67, -50, -36, -23, -12, 0,
+                                                     10,   20,  31,  43,  56,  71,  92,  127};
+
+struct QuantWeights {
+  CodeKind kind = CodeKind::kI4;
+  const uint8_t* p0 = nullptr;  // first plane of row 0 (nibbles or int8 bytes)
+  const uint8_t* p1 = nullptr;  // second plane of row 0 (bits or low nibbles), if any
+  const float* scales = nullptr;
+  float scale_mul = 1.0f;
+  int64_t rows = 0;
+  int64_t k = 0;  // stored K, a multiple of 32
+};
+
+// Bytes per row of each plane of a kind.
+inline int64_t plane0_row_bytes(CodeKind kind, int64_t k) { return kind == CodeKind::kI8 ? k : k / 2; }
+inline int64_t plane1_row_bytes(CodeKind kind, int64_t k) {
+  switch (kind) {
+    case CodeKind::kI5: return k / 8;
+    case CodeKind::kI6: return k / 4;
+    case CodeKind::kI8s: return k / 2;
+    default: return 0;
+  }
+}
+
+// The kernel view of a stored tier tensor (quantized tiers only).
+// `i8s_high_only` reads an i8s tensor as its high plane (the CPU's fast
+// path); otherwise both planes are read as int8 codes.
+QuantWeights quant_weights(const TierTensor& t, bool i8s_high_only = false);
+
+// n tokens of int8 activations, row stride k, one scale and code sum each
+// (the sum lets unsigned-code kernels remove their offset once per row).
+struct QuantActs {
+  const int8_t* q = nullptr;
+  const float* scale = nullptr;
+  const int32_t* sum = nullptr;
+  int64_t k = 0;
+  int n = 0;
+};
+
+}  // namespace ork

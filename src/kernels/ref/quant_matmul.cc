@@ -1,0 +1,90 @@
+#include "kernels/ref/quant_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "quant/planes.h"
+
+namespace ork {
+
+QuantWeights quant_weights(const TierTensor& t, bool i8s_high_only) {
+  QuantWeights w;
+  w.scales = t.scales;
+  w.rows = t.rows;
+  w.k = t.k_stored;
+  w.p0 = t.data;
+  switch (t.tier) {
+    case Tier::kI4: w.kind = CodeKind::kI4; break;
+    case Tier::kNf4: w.kind = CodeKind::kNf4; w.scale_mul = 1.0f / 127.0f; break;
+    case Tier::kI5: w.kind = CodeKind::kI5; break;
+    case Tier::kI6: w.kind = CodeKind::kI6; break;
+    case Tier::kI8: w.kind = CodeKind::kI8; break;
+    case Tier::kI8s:
+      w.kind = i8s_high_only ? CodeKind::kI4 : CodeKind::kI8s;
+      w.scale_mul = i8s_high_only ? 1.0f : 1.0f / 16.0f;
+      break;
+    default: return {};  // float tiers have no integer view
+  }
+  // Plane 1 of every row follows plane 0 of every row.
+  if (plane1_row_bytes(w.kind, w.k) > 0) w.p1 = t.data + plane0_row_bytes(w.kind, w.k) * t.rows;
+  return w;
+}
+
+namespace ref {
+
+void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum) {
+  for (int t = 0; t < n; ++t) {
+    const float* xt = x + t * k;
+    int8_t* qt = q + t * k;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(xt[i]));
+    int32_t s = 0;
+    if (amax == 0.0f) {
+      std::fill(qt, qt + k, int8_t{0});
+      scale[t] = 0.0f;
+    } else {
+      const float inv = 127.0f / amax;
+      for (int64_t i = 0; i < k; ++i) {
+        qt[i] = static_cast<int8_t>(std::nearbyint(xt[i] * inv));
+        s += qt[i];
+      }
+      scale[t] = amax / 127.0f;
+    }
+    sum[t] = s;
+  }
+}
+
+int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j) {
+  const uint8_t* row0 = w.p0 + r * plane0_row_bytes(w.kind, w.k);
+  const uint8_t* row1 = w.p1 != nullptr ? w.p1 + r * plane1_row_bytes(w.kind, w.k) : nullptr;
+  switch (w.kind) {
+    case CodeKind::kI4: return planes::get_nibble(row0, j) - 8;
+    case CodeKind::kNf4: return kNf4Codes[planes::get_nibble(row0, j)];
+    case CodeKind::kI5: return (planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 1) << 4)) - 16;
+    case CodeKind::kI6: return (planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 2) << 4)) - 32;
+    case CodeKind::kI8: return static_cast<int8_t>(row0[j]);
+    case CodeKind::kI8s: {
+      const auto byte = static_cast<uint8_t>((planes::get_nibble(row0, j) << 4) | planes::get_nibble(row1, j));
+      // In int8 arithmetic, as the SIMD kernels compute it: a stored high
+      // nibble of 0 (never written; i8s codes are within +-7) wraps.
+      return static_cast<int8_t>(static_cast<int8_t>(byte ^ 0x80) - 8);
+    }
+  }
+  return 0;
+}
+
+void quant_matmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
+                  int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const float ws = w.scales[r] * w.scale_mul;
+    for (int t = 0; t < a.n; ++t) {
+      const int8_t* at = a.q + t * a.k;
+      int32_t dot = 0;
+      for (int64_t j = 0; j < w.k; ++j) dot += weight_code(w, r, j) * at[j];
+      y[t * ldy + r] = ws * a.scale[t] * static_cast<float>(dot);
+    }
+  }
+}
+
+}  // namespace ref
+}  // namespace ork

@@ -1,0 +1,25 @@
+// Scalar references of the CPU engine's integer kernels (kernels/cpu):
+// activation quantization and the quantized matmul. Integer-exact, so every
+// SIMD target must match them bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/quant_types.h"
+
+namespace ork::ref {
+
+// Per token: q = round(x / s) (ties to even), s = max|x| / 127 (0 for an
+// all-zero row), sum = sum of q. x is n rows of k floats.
+void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum);
+
+// The integer code of weight j of row r (see kernels/quant_types.h).
+int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j);
+
+// y[t * ldy + r] for t < a.n and r in [row_begin, row_end), as in
+// kernels/quant_types.h: the float product is
+// (scales[r] * scale_mul) * act_scale[t] * float(dot), in that order.
+void quant_matmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
+                  int64_t row_end);
+
+}  // namespace ork::ref

@@ -1,0 +1,187 @@
+// Every compiled SIMD target of the float kernels against the scalar
+// references. The rotation is bit-exact (same butterflies); the others sum
+// in a different order (f32 vector accumulators vs the reference's double)
+// or use a polynomial exp, so they are held to stated relative bounds.
+#include "kernels/cpu/float_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/cpu/targets.h"
+#include "kernels/ref/ops.h"
+#include "quant/rotation.h"
+
+namespace ork {
+namespace {
+
+class FloatEveryTarget : public ::testing::Test {
+ protected:
+  void TearDown() override { cpu::force_target(-1); }
+};
+
+std::vector<float> normal_vector(int64_t n, uint32_t seed, float sd = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, sd);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float m = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+TEST_F(FloatEveryTarget, RotateIsBitExactWithTheReference) {
+  for (auto [k, block] : {std::pair<int64_t, int>{32, 32}, {96, 32}, {2048, 2048}, {4096 * 2, 4096}, {64, 4}, {8, 8}}) {
+    const auto x = normal_vector(k, 7);
+    std::vector<float> want = x;
+    rotate(want.data(), k, block, kDefaultRotationSeed);
+    std::vector<float> signs(static_cast<size_t>(k));
+    rotation_signs(k, kDefaultRotationSeed, signs.data());
+    for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+      cpu::force_target(t);
+      std::vector<float> got = x;
+      cpu::rotate(got.data(), k, block, signs.data());
+      ASSERT_EQ(got, want) << cpu::target_name(t) << " k=" << k << " block=" << block;
+    }
+  }
+}
+
+// f32 and f16 weights; the reference accumulates in double. Bound: a
+// relative 1e-5 of sum |w x| (f32 rounding over k <= 4096 terms in 8+
+// chains), the same for f16 since both read the identical f16 values.
+TEST_F(FloatEveryTarget, FloatMatmulMatchesReference) {
+  for (int64_t k : {7, 32, 100, 1024}) {
+    const int64_t rows = 11;
+    const int n = 3;
+    const auto wf = normal_vector(rows * k, 1);
+    std::vector<uint16_t> wh(wf.size());
+    std::vector<float> wh_f32(wf.size());
+    for (size_t i = 0; i < wf.size(); ++i) {
+      wh[i] = f32_to_f16(wf[i]);
+      wh_f32[i] = f16_to_f32(wh[i]);
+    }
+    const auto x = normal_vector(n * k, 2);
+    for (bool f16 : {false, true}) {
+      const std::vector<float>& wref = f16 ? wh_f32 : wf;
+      std::vector<double> want(static_cast<size_t>(n * rows)), mag(want.size());
+      for (int t = 0; t < n; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < k; ++j) {
+            const double p = static_cast<double>(wref[static_cast<size_t>(r * k + j)]) * x[static_cast<size_t>(t * k + j)];
+            want[static_cast<size_t>(t * rows + r)] += p;
+            mag[static_cast<size_t>(t * rows + r)] += std::fabs(p);
+          }
+        }
+      }
+      for (int tg = 0; tg < cpu::compiled_target_count(); ++tg) {
+        cpu::force_target(tg);
+        std::vector<float> y(want.size(), -1.0f);
+        cpu::float_matmul(f16, f16 ? static_cast<const void*>(wh.data()) : wf.data(), k, x.data(), n, y.data(), rows, 1,
+                          rows);
+        for (int t = 0; t < n; ++t) {
+          EXPECT_EQ(y[static_cast<size_t>(t * rows)], -1.0f);  // row 0 is outside the range
+          for (int64_t r = 1; r < rows; ++r) {
+            const size_t i = static_cast<size_t>(t * rows + r);
+            ASSERT_NEAR(y[i], want[i], 1e-5 * mag[i] + 1e-30) << cpu::target_name(tg) << " k=" << k << " f16=" << f16;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(FloatEveryTarget, RmsNormSwigluRopeMatchReference) {
+  for (int64_t n : {1, 9, 64, 2048, 2051}) {
+    const auto x = normal_vector(n, 3, 2.0f), w = normal_vector(n, 4), up = normal_vector(n, 5);
+    std::vector<float> want_norm(static_cast<size_t>(n)), want_glu(want_norm.size());
+    ref::rms_norm(x.data(), w.data(), n, 1e-5f, want_norm.data());
+    ref::swiglu(x.data(), up.data(), n, want_glu.data());
+    for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+      cpu::force_target(t);
+      std::vector<float> got(want_norm.size());
+      cpu::rms_norm(x.data(), w.data(), n, 1e-5f, got.data());
+      // The scale differs by the f32 sum of squares' rounding: ~1e-6 relative.
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want_norm[i], 2e-6f * std::fabs(want_norm[i]) + 1e-30f);
+      cpu::swiglu(x.data(), up.data(), n, got.data());
+      // Highway's exp is within a few ulp.
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want_glu[i], 1e-6f * std::fabs(want_glu[i]) + 1e-7f);
+    }
+  }
+  // RoPE from a table equals the reference rope, both layouts, bit for bit.
+  const int head_dim = 64;
+  for (auto type : {ref::RopeType::kNorm, ref::RopeType::kNeox}) {
+    for (int n_rot : {64, 32}) {
+      const ref::RopeParams p{type, n_rot, 10000.0f, 1.0f, nullptr};
+      std::vector<float> cos(n_rot / 2), sin(n_rot / 2);
+      ref::rope_table(123, p, cos.data(), sin.data());
+      const auto x = normal_vector(head_dim, 6);
+      std::vector<float> want = x;
+      ref::rope(want.data(), head_dim, 123, p);
+      for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+        cpu::force_target(t);
+        std::vector<float> got = x;
+        cpu::rope(got.data(), n_rot, type == ref::RopeType::kNorm, cos.data(), sin.data());
+        ASSERT_EQ(got, want) << cpu::target_name(t) << " n_rot=" << n_rot;
+      }
+    }
+  }
+}
+
+// Attention over an f16 cache against the f32 reference reading the same
+// (rounded) values: softmax weights within 1e-6, outputs a mean of v rows.
+TEST_F(FloatEveryTarget, AttentionOverF16CacheMatchesReference) {
+  for (int head_dim : {64, 128, 36}) {
+    for (int64_t n_kv : {1, 5, 17, 300}) {
+      const int64_t stride = head_dim * 2 + 3;
+      const auto q = normal_vector(head_dim, 8), kf = normal_vector(n_kv * stride, 9), vf = normal_vector(n_kv * stride, 10);
+      std::vector<uint16_t> kh(kf.size()), vh(vf.size());
+      cpu::force_target(-1);
+      cpu::to_f16(kf.data(), static_cast<int64_t>(kf.size()), kh.data());
+      cpu::to_f16(vf.data(), static_cast<int64_t>(vf.size()), vh.data());
+      std::vector<float> kr(kf.size()), vr(vf.size());
+      for (size_t i = 0; i < kf.size(); ++i) {
+        ASSERT_EQ(kh[i], f32_to_f16(kf[i]));  // round to nearest even, as the scalar conversion
+        kr[i] = f16_to_f32(kh[i]);
+        vr[i] = f16_to_f32(vh[i]);
+      }
+      std::vector<float> scores(static_cast<size_t>(n_kv)), want(static_cast<size_t>(head_dim));
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      ref::attention_head(q.data(), kr.data(), vr.data(), n_kv, head_dim, stride, scale, scores.data(), want.data());
+      for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+        cpu::force_target(t);
+        std::vector<float> got(want.size());
+        cpu::attention_head_f16(q.data(), kh.data(), vh.data(), n_kv, head_dim, stride, scale, scores.data(), got.data());
+        EXPECT_LT(max_abs_diff(got, want), 2e-6f) << cpu::target_name(t) << " head_dim=" << head_dim << " n_kv=" << n_kv;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ork
+
+namespace ork {
+namespace {
+
+TEST_F(FloatEveryTarget, StreamReadSumsEveryWord) {
+  std::vector<uint64_t> words(1000 + 3);
+  uint64_t want = 0;
+  for (size_t i = 0; i < words.size(); ++i) {
+    words[i] = i * 0x9E3779B97F4A7C15ull;
+  }
+  for (size_t i = 1; i < words.size(); ++i) want += words[i];
+  for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+    cpu::force_target(t);
+    EXPECT_EQ(cpu::stream_read(words.data() + 1, static_cast<int64_t>(words.size()) - 1), want) << cpu::target_name(t);
+  }
+}
+
+}  // namespace
+}  // namespace ork

@@ -1,0 +1,228 @@
+// Every compiled SIMD target of the integer kernels against the scalar
+// reference, bit for bit, over every code kind, sizes, tails, token and row
+// ranges, and misaligned planes; and the kernels' codes against the tier
+// format's own dequantizer.
+#include "kernels/cpu/quant_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/targets.h"
+#include "kernels/ref/quant_matmul.h"
+#include "quant/test_matrices.h"
+
+namespace ork {
+namespace {
+
+class EveryTarget : public ::testing::Test {
+ protected:
+  void TearDown() override { cpu::force_target(-1); }
+};
+
+const char* kind_name(CodeKind kind) {
+  switch (kind) {
+    case CodeKind::kI4: return "i4";
+    case CodeKind::kNf4: return "nf4";
+    case CodeKind::kI5: return "i5";
+    case CodeKind::kI6: return "i6";
+    case CodeKind::kI8: return "i8";
+    case CodeKind::kI8s: return "i8s";
+  }
+  return "?";
+}
+
+constexpr CodeKind kKinds[] = {CodeKind::kI4, CodeKind::kNf4, CodeKind::kI5,
+                               CodeKind::kI6, CodeKind::kI8,  CodeKind::kI8s};
+
+// Random planes for `rows` x `k` weights of a kind, starting `misalign`
+// bytes past an allocation so no load may assume alignment.
+struct RandomWeights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+  QuantWeights view;
+
+  RandomWeights(CodeKind kind, int64_t rows, int64_t k, int misalign, std::mt19937& rng) {
+    const int64_t b0 = plane0_row_bytes(kind, k) * rows, b1 = plane1_row_bytes(kind, k) * rows;
+    bytes.resize(static_cast<size_t>(misalign + b0 + b1));
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (auto& b : bytes) b = static_cast<uint8_t>(byte(rng));
+    std::uniform_real_distribution<float> scale(0.001f, 0.1f);
+    scales.resize(static_cast<size_t>(rows));
+    for (auto& s : scales) s = scale(rng);
+    view.kind = kind;
+    view.p0 = bytes.data() + misalign;
+    view.p1 = b1 > 0 ? view.p0 + b0 : nullptr;
+    view.scales = scales.data();
+    view.scale_mul = kind == CodeKind::kNf4 ? 1.0f / 127.0f : kind == CodeKind::kI8s ? 1.0f / 16.0f : 1.0f;
+    view.rows = rows;
+    view.k = k;
+  }
+};
+
+struct RandomActs {
+  std::vector<int8_t> q;
+  std::vector<float> scale;
+  std::vector<int32_t> sum;
+  QuantActs view;
+
+  RandomActs(int n, int64_t k, int misalign, std::mt19937& rng) {
+    std::uniform_int_distribution<int> act(-127, 127);
+    q.resize(static_cast<size_t>(misalign + n * k));
+    for (auto& v : q) v = static_cast<int8_t>(act(rng));
+    scale.resize(static_cast<size_t>(n));
+    sum.resize(static_cast<size_t>(n));
+    for (int t = 0; t < n; ++t) {
+      scale[static_cast<size_t>(t)] = 0.01f * static_cast<float>(t + 1);
+      int32_t s = 0;
+      for (int64_t j = 0; j < k; ++j) s += q[static_cast<size_t>(misalign + t * k + j)];
+      sum[static_cast<size_t>(t)] = s;
+    }
+    view = {q.data() + misalign, scale.data(), sum.data(), k, n};
+  }
+};
+
+TEST_F(EveryTarget, QuantizeActsMatchesReference) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int64_t k : {1, 7, 8, 31, 32, 33, 100, 2048, 2051}) {
+    const int n = 3;
+    std::vector<float> x(static_cast<size_t>(n * k + 1));
+    for (auto& v : x) v = normal(rng);
+    // Token 1 all zero: scale 0, codes 0.
+    std::fill(x.begin() + 1 + k, x.begin() + 1 + 2 * k, 0.0f);
+    std::vector<int8_t> want(static_cast<size_t>(n * k)), got(want.size());
+    std::vector<float> want_s(n), got_s(n);
+    std::vector<int32_t> want_sum(n), got_sum(n);
+    ref::quantize_acts(x.data() + 1, n, k, want.data(), want_s.data(), want_sum.data());
+    EXPECT_EQ(want_s[1], 0.0f);
+    for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+      cpu::force_target(t);
+      cpu::quantize_acts(x.data() + 1, n, k, got.data(), got_s.data(), got_sum.data());
+      EXPECT_EQ(got, want) << cpu::target_name(t) << " k=" << k;
+      EXPECT_EQ(got_s, want_s) << cpu::target_name(t) << " k=" << k;
+      EXPECT_EQ(got_sum, want_sum) << cpu::target_name(t) << " k=" << k;
+    }
+  }
+}
+
+TEST_F(EveryTarget, QuantMatmulMatchesReferenceForEveryKind) {
+  std::mt19937 rng(2);
+  struct Shape {
+    int64_t rows, k;
+    int n;
+    int64_t begin, end;
+  };
+  // Decode (n = 1..3), prefill tiles (n >= 4), token chunks (n > 64), row
+  // tails of every residue, partial row ranges.
+  const Shape shapes[] = {{1, 32, 1, 0, 1},    {7, 64, 1, 0, 7},    {13, 96, 2, 1, 12}, {5, 160, 3, 0, 5},
+                          {8, 32, 4, 0, 8},    {9, 256, 5, 2, 9},   {6, 64, 7, 0, 6},   {3, 2048, 1, 0, 3},
+                          {4, 128, 70, 0, 4},  {11, 480, 9, 3, 10}};
+  for (CodeKind kind : kKinds) {
+    for (const Shape& s : shapes) {
+      for (int misalign : {0, 1}) {
+        RandomWeights w(kind, s.rows, s.k, misalign, rng);
+        RandomActs a(s.n, s.k, misalign * 3, rng);
+        const int64_t ldy = s.rows + 2;
+        std::vector<float> want(static_cast<size_t>(s.n * ldy), -7.0f);
+        ref::quant_matmul(w.view, a.view, want.data(), ldy, s.begin, s.end);
+        for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+          cpu::force_target(t);
+          std::vector<float> got(want.size(), -7.0f);
+          cpu::quant_matmul(w.view, a.view, got.data(), ldy, s.begin, s.end);
+          ASSERT_EQ(got, want) << cpu::target_name(t) << " " << kind_name(kind) << " rows=" << s.rows << " k=" << s.k
+                               << " n=" << s.n << " misalign=" << misalign;
+        }
+      }
+    }
+  }
+}
+
+// The largest products each kind can form, with activations at +-127: the
+// int16 pair sums must not saturate.
+TEST_F(EveryTarget, ExtremeCodesDoNotSaturate) {
+  const int64_t k = 256;
+  for (CodeKind kind : kKinds) {
+    for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xFF}, uint8_t{0x88}, uint8_t{0x80}}) {
+      std::vector<uint8_t> planes(static_cast<size_t>(plane0_row_bytes(kind, k) + plane1_row_bytes(kind, k)), fill);
+      const float one = 1.0f;
+      QuantWeights w{kind, planes.data(), plane1_row_bytes(kind, k) > 0 ? planes.data() + plane0_row_bytes(kind, k) : nullptr,
+                     &one, 1.0f, 1, k};
+      for (int8_t av : {int8_t{127}, int8_t{-127}}) {
+        std::vector<int8_t> q(static_cast<size_t>(k), av);
+        const float scale = 1.0f;
+        const int32_t sum = av * static_cast<int32_t>(k);
+        const QuantActs a{q.data(), &scale, &sum, k, 1};
+        float want = 0.0f;
+        ref::quant_matmul(w, a, &want, 1, 0, 1);
+        int64_t exact = 0;
+        for (int64_t j = 0; j < k; ++j) exact += static_cast<int64_t>(ref::weight_code(w, 0, j)) * av;
+        ASSERT_EQ(want, static_cast<float>(exact));
+        for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+          cpu::force_target(t);
+          float got = 0.0f;
+          cpu::quant_matmul(w, a, &got, 1, 0, 1);
+          EXPECT_EQ(got, want) << cpu::target_name(t) << " " << kind_name(kind) << " fill=" << int{fill} << " a=" << int{av};
+        }
+      }
+    }
+  }
+}
+
+// The kernel's codes are the format's: code * scale * scale_mul is the
+// tier's own dequantized weight (exactly, but for nf4's int8 codebook).
+TEST(QuantWeights, CodesMatchTheTierDequantizer) {
+  const int64_t rows = 6, k = 96;
+  const std::vector<float> m = make_test_matrix(MatrixKind::kStudentT4, rows, k, 5);
+  for (Tier tier : {Tier::kI4, Tier::kNf4, Tier::kI5, Tier::kI6, Tier::kI8, Tier::kI8s}) {
+    std::vector<uint8_t> data(tier_data_bytes(tier, rows, k));
+    std::vector<float> scales(rows);
+    quantize_tier(tier, m.data(), nullptr, rows, k, data.data(), scales.data());
+    const TierTensor t{tier, data.data(), scales.data(), rows, k};
+    for (bool high_only : {false, true}) {
+      if (high_only && tier != Tier::kI8s) continue;
+      const QuantWeights w = quant_weights(t, high_only);
+      std::vector<float> row(static_cast<size_t>(k));
+      for (int64_t r = 0; r < rows; ++r) {
+        if (high_only) {
+          dequantize_i8s_high_row(t, r, row.data());
+        } else {
+          dequantize_tier_row(t, r, row.data());
+        }
+        for (int64_t j = 0; j < k; ++j) {
+          const float code = static_cast<float>(ref::weight_code(w, r, j)) * w.scale_mul;
+          const float tol = tier == Tier::kNf4 ? 0.5f / 127.0f * scales[r] : 1e-6f * scales[r];
+          ASSERT_NEAR(code * scales[r], row[static_cast<size_t>(j)], tol)
+              << tier_name(tier) << (high_only ? " high" : "") << " r=" << r << " j=" << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantWeights, Nf4CodesAreTheRoundedCodebook) {
+  const std::array<float, 16>& levels = nf4_codebook();
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(kNf4Codes[i], static_cast<int8_t>(std::lround(127.0f * levels[i]))) << i;
+}
+
+}  // namespace
+}  // namespace ork
+
+namespace ork {
+namespace {
+
+// The targets this run covers, in the log; on x86-64 at least SSSE3 and
+// scalar besides the best, on aarch64 NEON.
+TEST(Targets, SeveralAreCompiledAndRunnable) {
+  std::string names;
+  for (int t = 0; t < cpu::compiled_target_count(); ++t) names += std::string(cpu::target_name(t)) + " ";
+  std::printf("SIMD targets under test: %s\n", names.c_str());
+  EXPECT_GE(cpu::compiled_target_count(), 2) << names;
+}
+
+}  // namespace
+}  // namespace ork
