@@ -2,6 +2,12 @@
 
 #include <algorithm>
 
+#include <climits>
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -10,15 +16,31 @@ namespace ork {
 namespace {
 
 // About 50-100 microseconds of polling: longer than the gap between two
-// matmuls of one token, far shorter than a user's pause.
+// matmuls of one token, far shorter than a user's pause. Every 256th poll
+// yields the core, so an oversubscribed machine (more runnable threads than
+// cores) still lets the thread being waited for run.
 constexpr int kSpinIterations = 1 << 15;
 
-inline void cpu_relax() {
+inline void cpu_relax(int spin) {
+  if ((spin & 255) == 255) {
+    std::this_thread::yield();
+    return;
+  }
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
 #elif defined(__aarch64__)
   asm volatile("yield" ::: "memory");
 #endif
+}
+
+// Sleeps while *word == expected (futex: the check and the sleep are one
+// atomic step in the kernel, so a store-then-wake between them is not lost).
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
 }
 
 }  // namespace
@@ -30,16 +52,16 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  futex_wake_all(generation_);
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::worker(int index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
+    uint32_t gen = generation_.load(std::memory_order_acquire);
     for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
-      cpu_relax();
+      cpu_relax(spin);
       gen = generation_.load(std::memory_order_acquire);
     }
     while (gen == seen) {
@@ -47,14 +69,14 @@ void ThreadPool::worker(int index) {
       // Pairs with the fence in run(): either run() sees this sleeper and
       // notifies, or this wait sees the new generation and returns at once.
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      generation_.wait(seen, std::memory_order_seq_cst);
+      futex_wait(generation_, seen);
       sleepers_.fetch_sub(1, std::memory_order_acq_rel);
       gen = generation_.load(std::memory_order_acquire);
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
     if (index < slices_) (*fn_)(n_ * index / slices_, n_ * (index + 1) / slices_);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) futex_wake_all(pending_);
   }
 }
 
@@ -69,20 +91,20 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
   fn_ = &fn;
   n_ = n;
   slices_ = slices;
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  pending_.store(static_cast<uint32_t>(workers_.size()), std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   // The seq_cst fence orders the generation store before the sleeper
   // count read, pairing with the worker's increment before it waits.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleepers_.load(std::memory_order_acquire) > 0) generation_.notify_all();
+  if (sleepers_.load(std::memory_order_acquire) > 0) futex_wake_all(generation_);
   fn(0, n / slices);
-  int left = pending_.load(std::memory_order_acquire);
+  uint32_t left = pending_.load(std::memory_order_acquire);
   for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
-    cpu_relax();
+    cpu_relax(spin);
     left = pending_.load(std::memory_order_acquire);
   }
   while (left != 0) {
-    pending_.wait(left, std::memory_order_acquire);
+    futex_wait(pending_, left);
     left = pending_.load(std::memory_order_acquire);
   }
 }

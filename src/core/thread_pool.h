@@ -6,7 +6,7 @@
 // Decode runs a hundred or more short loops per token, so the hand-off is
 // a spin on one atomic generation counter and the join a spin on an atomic
 // count; a worker that has spun for `kSpinIterations` without work sleeps
-// on the counter (futex wait) until the next loop, so idle pools cost no CPU.
+// on the counter (a Linux futex) until the next loop, so idle pools cost no CPU.
 //
 // One loop at a time: run() must not be called concurrently or from inside
 // fn. Threads: the pool owns them; destroy the pool to join them.
@@ -47,8 +47,9 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   int slices_ = 0;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // 32-bit words a futex can sleep on; wrap-around is harmless (== compares).
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<uint32_t> pending_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
 };
