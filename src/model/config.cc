@@ -7,9 +7,13 @@ namespace ork {
 extern const ArchSpec kArchLlama;
 extern const ArchSpec kArchQwen2;
 extern const ArchSpec kArchQwen3;
+extern const ArchSpec kArchQwen2Moe;
+extern const ArchSpec kArchQwen3Moe;
+extern const ArchSpec kArchOlmoe;
 
 namespace {
-const std::array<const ArchSpec*, 3> kArchs = {&kArchLlama, &kArchQwen2, &kArchQwen3};
+const std::array<const ArchSpec*, 6> kArchs = {&kArchLlama, &kArchQwen2, &kArchQwen3,
+                                               &kArchQwen2Moe, &kArchQwen3Moe, &kArchOlmoe};
 }
 
 const ArchSpec* find_arch(const std::string& name) {
@@ -90,6 +94,19 @@ Result<ModelConfig> read_model_config(const GgufFile& gguf) {
   } else if (scaling != "none" && scaling != "") {
     return error(StatusCode::kUnsupported, "{}: rope.scaling.type '{}' is not supported (none, linear)", gguf.path(),
                  scaling);
+  }
+
+  // Experts: required by the MoE architectures, optional for llama (mixtral).
+  const bool has_experts = gguf.find(p + "expert_count") != nullptr;
+  if (c.arch->requires_experts || has_experts) {
+    ORK_RETURN_IF_ERROR(get("expert_count", -1, 1 << 16, &c.n_expert));
+    ORK_RETURN_IF_ERROR(get("expert_used_count", -1, c.n_expert, &c.n_expert_used));
+    // Mixtral's experts are feed_forward_length wide; the Qwen MoEs and OLMoE
+    // name their own width when it differs.
+    ORK_RETURN_IF_ERROR(get("expert_feed_forward_length", c.n_ff, 1 << 22, &c.n_ff_exp));
+    if (c.arch->shared_expert) {
+      ORK_RETURN_IF_ERROR(get("expert_shared_feed_forward_length", c.n_ff, 1 << 22, &c.n_ff_shexp));
+    }
   }
   return c;
 }

@@ -9,13 +9,25 @@
 
 namespace ork {
 
+// RMSNorm of q and k before RoPE: none, per head (weights of head_dim:
+// qwen3, qwen3moe) or over the whole projection (weights of q_dim / kv_dim:
+// olmoe).
+enum class QkNorm { kNone, kPerHead, kWhole };
+
 // What distinguishes one architecture of the llama family from another.
 // Each architecture file (src/model/arch/) defines one.
 struct ArchSpec {
   const char* name;          // general.architecture
   ref::RopeType rope_type;
-  bool qkv_bias;             // attn_{q,k,v}.bias (qwen2)
-  bool qk_norm;              // attn_{q,k}_norm.weight, RMSNorm per head before RoPE (qwen3)
+  bool qkv_bias;             // attn_{q,k,v}.bias (qwen2, qwen2moe)
+  QkNorm qk_norm;
+  // Mixture of experts. An architecture that `requires_experts` has them in
+  // every layer; llama has them when `<arch>.expert_count` > 0 (mixtral).
+  // The router is softmax over all experts, then the top n_expert_used;
+  // `norm_topk` renormalises their weights to sum 1.
+  bool requires_experts;
+  bool norm_topk;
+  bool shared_expert;        // qwen2moe: one more expert, gated by sigmoid(w . x)
 };
 
 const ArchSpec* find_arch(const std::string& name);
@@ -35,6 +47,13 @@ struct ModelConfig {
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   float rms_eps = 1e-5f;
+  // Mixture of experts (n_expert = 0: a dense FFN of n_ff).
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;      // each expert's FFN width
+  int n_ff_shexp = 0;    // the shared expert's (qwen2moe)
+
+  bool is_moe() const { return n_expert > 0; }
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }

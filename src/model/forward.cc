@@ -6,6 +6,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "model/moe.h"
 #include "quant/rotation.h"
 
 namespace ork {
@@ -21,14 +22,17 @@ void Context::set_fast_kernels(bool on) {
   act_cols_ = -1;
 }
 
+// The signs depend only on (k, seed); a model has a handful of widths.
 const float* Context::rotation_signs(int64_t k, uint64_t seed) {
-  if (signs_k_ != k || signs_seed_ != seed) {
-    signs_.resize(static_cast<size_t>(k));
-    ork::rotation_signs(k, seed, signs_.data());
-    signs_k_ = k;
-    signs_seed_ = seed;
+  for (const SignTable& s : signs_) {
+    if (s.k == k && s.seed == seed) return s.signs.data();
   }
-  return signs_.data();
+  SignTable& s = signs_.emplace_back();
+  s.k = k;
+  s.seed = seed;
+  s.signs.resize(static_cast<size_t>(k));
+  ork::rotation_signs(k, seed, s.signs.data());
+  return s.signs.data();
 }
 
 // Pads each token's input to k_stored, rotates it if the weight is rotated,
@@ -240,6 +244,98 @@ void Context::attention(int layer, int n_tokens) {
       std::max<int64_t>(1, 4096 / std::max(1, (n_past_ + n_tokens) * hd)));
 }
 
+namespace {
+
+uint64_t matrix_bytes(const ref::WeightView& w) {
+  if (!w.is_tier) return w.row_bytes * static_cast<uint64_t>(w.rows);
+  return tier_data_bytes(w.tier, w.rows, w.k_stored) + (w.scales != nullptr ? 4ull * static_cast<uint64_t>(w.rows) : 0);
+}
+
+}  // namespace
+
+// The mixture-of-experts FFN of one layer on xn_ (n normalised tokens),
+// leaving its output in xn_. Tokens are routed, grouped by expert, and each
+// active expert runs once over all of its tokens (gate, up, SwiGLU, down),
+// its rows split over the pool; the outputs are summed with the routing
+// weights. Decode reads only the routed experts.
+void Context::moe_ffn(int layer, int n) {
+  const LayerWeights& L = model_.layer(layer);
+  const int E = c_.n_embd, n_exp = c_.n_expert, k = c_.n_expert_used, ff = c_.n_ff_exp;
+  router_logits_.resize(static_cast<size_t>(n) * n_exp);
+  matmul(L.router, xn_.data(), n, router_logits_.data());
+  route_ids_.resize(static_cast<size_t>(n) * k);
+  route_w_.resize(static_cast<size_t>(n) * k);
+  for (int t = 0; t < n; ++t) {
+    route_token(&router_logits_[static_cast<size_t>(t) * n_exp], n_exp, k, c_.arch->norm_topk,
+                &route_ids_[static_cast<size_t>(t) * k], &route_w_[static_cast<size_t>(t) * k]);
+  }
+  if (moe_stats_.hits.empty()) {
+    moe_stats_.n_layer = c_.n_layer;
+    moe_stats_.n_expert = n_exp;
+    moe_stats_.hits.assign(static_cast<size_t>(c_.n_layer) * n_exp, 0);
+  }
+  moe_acc_.assign(static_cast<size_t>(n) * E, 0.0f);
+  std::vector<int> tokens;
+  std::vector<float> weights;
+  for (int e = 0; e < n_exp; ++e) {
+    tokens.clear();
+    weights.clear();
+    for (int i = 0; i < n * k; ++i) {
+      if (route_ids_[static_cast<size_t>(i)] == e) {
+        tokens.push_back(i / k);
+        weights.push_back(route_w_[static_cast<size_t>(i)]);
+      }
+    }
+    if (tokens.empty()) continue;
+    const int m = static_cast<int>(tokens.size());
+    moe_stats_.hits[static_cast<size_t>(layer) * n_exp + e] += static_cast<uint64_t>(m);
+    moe_stats_.expert_bytes += matrix_bytes(L.gate_exps[static_cast<size_t>(e)]) +
+                               matrix_bytes(L.up_exps[static_cast<size_t>(e)]) +
+                               matrix_bytes(L.down_exps[static_cast<size_t>(e)]);
+    moe_in_.resize(static_cast<size_t>(m) * E);
+    for (int j = 0; j < m; ++j) {
+      std::copy_n(&xn_[static_cast<size_t>(tokens[static_cast<size_t>(j)]) * E], E, &moe_in_[static_cast<size_t>(j) * E]);
+    }
+    moe_gate_.resize(static_cast<size_t>(m) * ff);
+    moe_up_.resize(static_cast<size_t>(m) * ff);
+    moe_out_.resize(static_cast<size_t>(m) * E);
+    matmul(L.gate_exps[static_cast<size_t>(e)], moe_in_.data(), m, moe_gate_.data());
+    matmul(L.up_exps[static_cast<size_t>(e)], moe_in_.data(), m, moe_up_.data());
+    if (fast_kernels_) {
+      cpu::swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(m) * ff, moe_gate_.data());
+    } else {
+      ref::swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(m) * ff, moe_gate_.data());
+    }
+    matmul(L.down_exps[static_cast<size_t>(e)], moe_gate_.data(), m, moe_out_.data());
+    for (int j = 0; j < m; ++j) {
+      float* acc = &moe_acc_[static_cast<size_t>(tokens[static_cast<size_t>(j)]) * E];
+      const float* out = &moe_out_[static_cast<size_t>(j) * E];
+      const float w = weights[static_cast<size_t>(j)];
+      for (int i = 0; i < E; ++i) acc[i] += w * out[i];
+    }
+  }
+  if (c_.arch->shared_expert) {
+    // qwen2moe: + sigmoid(g . x) * shared_expert(x), per token.
+    const int sff = c_.n_ff_shexp;
+    moe_gate_.resize(static_cast<size_t>(n) * sff);
+    moe_up_.resize(static_cast<size_t>(n) * sff);
+    moe_out_.resize(static_cast<size_t>(n) * E);
+    matmul(L.gate_shexp, xn_.data(), n, moe_gate_.data());
+    matmul(L.up_shexp, xn_.data(), n, moe_up_.data());
+    ref::swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(n) * sff, moe_gate_.data());
+    matmul(L.down_shexp, moe_gate_.data(), n, moe_out_.data());
+    for (int t = 0; t < n; ++t) {
+      const float* xt = &xn_[static_cast<size_t>(t) * E];
+      double g = 0.0;
+      for (int i = 0; i < E; ++i) g += static_cast<double>(L.shexp_gate[static_cast<size_t>(i)]) * xt[i];
+      const auto scale = static_cast<float>(1.0 / (1.0 + std::exp(-g)));
+      float* acc = &moe_acc_[static_cast<size_t>(t) * E];
+      for (int i = 0; i < E; ++i) acc[i] += scale * moe_out_[static_cast<size_t>(t) * E + i];
+    }
+  }
+  std::copy(moe_acc_.begin(), moe_acc_.end(), xn_.begin());
+}
+
 Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool all_logits) {
   const int n = static_cast<int>(tokens.size());
   if (n == 0) return error(StatusCode::kInvalidArgument, "eval: no tokens");
@@ -279,15 +375,29 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
     add_bias(q_, L.bq, n);
     add_bias(k_, L.bk, n);
     add_bias(v_, L.bv, n);
-    rope_rows(q_.data(), n, c_.n_head, L.q_norm.empty() ? nullptr : L.q_norm.data());
-    rope_rows(k_.data(), n, c_.n_head_kv, L.k_norm.empty() ? nullptr : L.k_norm.data());
+    if (c_.arch->qk_norm == QkNorm::kWhole) {
+      // olmoe: q and k normalised over the whole projection, then RoPE.
+      rms_norm_rows(q_.data(), L.q_norm.data(), n, c_.q_dim(), q_.data());
+      rms_norm_rows(k_.data(), L.k_norm.data(), n, c_.kv_dim(), k_.data());
+      rope_rows(q_.data(), n, c_.n_head, nullptr);
+      rope_rows(k_.data(), n, c_.n_head_kv, nullptr);
+    } else {
+      rope_rows(q_.data(), n, c_.n_head, L.q_norm.empty() ? nullptr : L.q_norm.data());
+      rope_rows(k_.data(), n, c_.n_head_kv, L.k_norm.empty() ? nullptr : L.k_norm.data());
+    }
     store_kv(il, n);
     attention(il, n);
     matmul(L.wo, attn_.data(), n, xn_.data());
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
 
-    // Feed-forward block: x += W_down · (silu(W_gate·n(x)) * W_up·n(x))
+    // Feed-forward block: x += W_down · (silu(W_gate·n(x)) * W_up·n(x)),
+    // or the mixture of such experts.
     rms_norm_rows(x_.data(), L.ffn_norm.data(), n, E, xn_.data());
+    if (c_.is_moe()) {
+      moe_ffn(il, n);
+      for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
+      continue;
+    }
     matmul(L.w_gate, xn_.data(), n, gate_.data());
     matmul(L.w_up, xn_.data(), n, up_.data());
     const int64_t ff = static_cast<int64_t>(n) * c_.n_ff;
@@ -307,6 +417,7 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
   std::vector<float> logits(static_cast<size_t>(n_out) * c_.n_vocab);
   matmul(model_.output(), normed.data(), n_out, logits.data());
   n_past_ += n;
+  moe_stats_.tokens += static_cast<uint64_t>(n);
   return logits;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <span>
 #include <vector>
@@ -49,6 +50,16 @@ class Context {
   using MatmulObserver = std::function<void(const ref::WeightView& w, const float* x, int n_tokens)>;
   void set_observer(MatmulObserver observer) { observer_ = std::move(observer); }
 
+  // Mixture-of-experts accounting since the Context was made: how often
+  // each layer routed to each expert, and the expert weight bytes read.
+  struct MoeStats {
+    int n_layer = 0, n_expert = 0;
+    std::vector<uint64_t> hits;  // [layer * n_expert + expert]: token-expert pairs
+    uint64_t tokens = 0;         // tokens evaluated
+    uint64_t expert_bytes = 0;   // expert matrix bytes read (each active expert once per batch)
+  };
+  const MoeStats& moe_stats() const { return moe_stats_; }
+
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
   // Forgets the cache from position `pos` on (0 = everything).
@@ -56,6 +67,7 @@ class Context {
 
  private:
   void attention(int layer, int n_tokens);
+  void moe_ffn(int layer, int n_tokens);
   void store_kv(int layer, int n_tokens);
   void rms_norm_rows(const float* x, const float* weight, int n, int width, float* out);
   void rope_rows(float* x, int n, int n_heads, const float* norm);
@@ -83,13 +95,20 @@ class Context {
   int act_block_ = -1;
   uint64_t act_seed_ = 0;
   bool act_quantized_ = false;
-  std::vector<float> signs_;  // the rotation's signs for (signs_k_, signs_seed_)
-  int64_t signs_k_ = -1;
-  uint64_t signs_seed_ = 0;
+  struct SignTable {
+    int64_t k = 0;
+    uint64_t seed = 0;
+    std::vector<float> signs;
+  };
+  std::deque<SignTable> signs_;  // the rotation's signs per (k, seed); stable addresses
   // [layer][pos][kv_dim]: f32 on the reference path, f16 on the fast path.
   std::vector<float> k_cache_, v_cache_;
   std::vector<uint16_t> k_cache16_, v_cache16_;
   std::vector<float> rope_cos_, rope_sin_;  // [token][n_rot / 2] of this batch
+
+  MoeStats moe_stats_;
+  std::vector<float> router_logits_, route_w_, moe_in_, moe_gate_, moe_up_, moe_out_, moe_acc_;
+  std::vector<int32_t> route_ids_;
 
   // Scratch, [n_tokens][width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, scores_;

@@ -28,6 +28,33 @@ class Binder {
     return Status::ok();
   }
 
+  // Mixture-of-experts matrices [cols, rows] per expert: a 3-D GGUF tensor
+  // [cols, rows, n_expert], or the orkpack's "<name>.e<i>" entries.
+  Status experts(const std::string& name, int64_t cols, int64_t rows, int64_t n_expert,
+                 std::vector<ref::WeightView>* out) {
+    out->resize(static_cast<size_t>(n_expert));
+    if (pack_ != nullptr) {
+      for (int64_t e = 0; e < n_expert; ++e) {
+        ORK_RETURN_IF_ERROR(matrix(name + ".e" + std::to_string(e), cols, rows, &(*out)[static_cast<size_t>(e)]));
+      }
+      return Status::ok();
+    }
+    ORK_ASSIGN_OR_RETURN(TensorEntry t, find(name));
+    if (t.dims.size() != 3 || t.dims[0] != static_cast<uint64_t>(cols) || t.dims[1] != static_cast<uint64_t>(rows) ||
+        t.dims[2] != static_cast<uint64_t>(n_expert)) {
+      return error(StatusCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}, {}]", path(), name,
+                   shape(t.dims), cols, rows, n_expert);
+    }
+    const uint64_t expert_bytes = t.view.row_bytes * static_cast<uint64_t>(rows);
+    for (int64_t e = 0; e < n_expert; ++e) {
+      ref::WeightView v = t.view;
+      v.rows = rows;
+      v.data = t.view.data + static_cast<uint64_t>(e) * expert_bytes;
+      (*out)[static_cast<size_t>(e)] = v;
+    }
+    return Status::ok();
+  }
+
   // A vector of n values, widened to f32.
   Status vector(const std::string& name, int64_t n, std::vector<float>* out) {
     ORK_ASSIGN_OR_RETURN(TensorEntry t, find(name));
@@ -72,6 +99,7 @@ class Binder {
                    ggml_type_name(t->type));
     }
     e.dims = t->dims;
+    // rows() counts every row of every expert of a 3-D tensor.
     e.view = ref::WeightView{t->type, t->name.c_str(), t->data, static_cast<int64_t>(t->ne(0)),
                              static_cast<int64_t>(t->rows()), t->bytes / t->rows()};
     return e;
@@ -152,14 +180,28 @@ Status Model::bind() {
       ORK_RETURN_IF_ERROR(b.vector(p + "attn_k.bias", c.kv_dim(), &l.bk));
       ORK_RETURN_IF_ERROR(b.vector(p + "attn_v.bias", c.kv_dim(), &l.bv));
     }
-    if (c.arch->qk_norm) {
-      ORK_RETURN_IF_ERROR(b.vector(p + "attn_q_norm.weight", c.head_dim, &l.q_norm));
-      ORK_RETURN_IF_ERROR(b.vector(p + "attn_k_norm.weight", c.head_dim, &l.k_norm));
+    if (c.arch->qk_norm != QkNorm::kNone) {
+      const bool whole = c.arch->qk_norm == QkNorm::kWhole;
+      ORK_RETURN_IF_ERROR(b.vector(p + "attn_q_norm.weight", whole ? c.q_dim() : c.head_dim, &l.q_norm));
+      ORK_RETURN_IF_ERROR(b.vector(p + "attn_k_norm.weight", whole ? c.kv_dim() : c.head_dim, &l.k_norm));
     }
     ORK_RETURN_IF_ERROR(b.vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
-    ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, &l.w_gate));
-    ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, &l.w_up));
-    ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, &l.w_down));
+    if (!c.is_moe()) {
+      ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, &l.w_gate));
+      ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, &l.w_up));
+      ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, &l.w_down));
+      continue;
+    }
+    ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_gate_inp.weight", c.n_embd, c.n_expert, &l.router));
+    ORK_RETURN_IF_ERROR(b.experts(p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert, &l.gate_exps));
+    ORK_RETURN_IF_ERROR(b.experts(p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert, &l.up_exps));
+    ORK_RETURN_IF_ERROR(b.experts(p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert, &l.down_exps));
+    if (c.arch->shared_expert) {
+      ORK_RETURN_IF_ERROR(b.vector(p + "ffn_gate_inp_shexp.weight", c.n_embd, &l.shexp_gate));
+      ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shexp, &l.gate_shexp));
+      ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shexp, &l.up_shexp));
+      ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_down_shexp.weight", c.n_ff_shexp, c.n_embd, &l.down_shexp));
+    }
   }
   return Status::ok();
 }

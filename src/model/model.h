@@ -21,7 +21,14 @@ struct LayerWeights {
   std::vector<float> bq, bk, bv;          // qwen2 only
   std::vector<float> q_norm, k_norm;      // qwen3 only
   std::vector<float> ffn_norm;
-  ref::WeightView w_gate, w_up, w_down;
+  ref::WeightView w_gate, w_up, w_down;  // dense FFN
+
+  // Mixture of experts: the router (n_embd -> n_expert logits) and each
+  // expert's matrices; qwen2moe's shared expert and its gate vector.
+  ref::WeightView router;
+  std::vector<ref::WeightView> gate_exps, up_exps, down_exps;
+  ref::WeightView gate_shexp, up_shexp, down_shexp;
+  std::vector<float> shexp_gate;
 };
 
 class Model {

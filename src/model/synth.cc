@@ -201,7 +201,7 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
       vec(p + "attn_k.bias", KV, TensorPlan::kBias);
       vec(p + "attn_v.bias", KV, TensorPlan::kBias);
     }
-    if (arch->qk_norm) {
+    if (arch->qk_norm != QkNorm::kNone) {
       vec(p + "attn_q_norm.weight", static_cast<uint64_t>(hd), TensorPlan::kNorm);
       vec(p + "attn_k_norm.weight", static_cast<uint64_t>(hd), TensorPlan::kNorm);
     }

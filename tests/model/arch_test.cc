@@ -6,64 +6,18 @@
 #include <cmath>
 #include <cstring>
 
-#include "format/gguf/gguf_writer.h"
-#include "model/forward.h"
+#include "model/rewrite.h"
 #include "testdata.h"
 
 namespace ork {
 namespace {
 
-constexpr const char* kModel = "models/tinystories656K-f32.gguf";
+using testing::is_qk;
+using testing::logits;
+using testing::max_abs_diff;
+using testing::rewrite;
+constexpr const char* kModel = testing::kRewriteModel;
 
-// Copies a GGUF, renaming the architecture's keys to `arch` and letting
-// `edit` change tensors (F32 data as floats) or add new ones.
-using Edit = std::function<void(const std::string& name, std::vector<float>& data, const GgufTensorInfo& t)>;
-
-std::unique_ptr<Model> rewrite(const GgufFile& src, const std::string& arch, const Edit& edit,
-                               const std::vector<std::pair<std::string, std::vector<float>>>& extra = {}) {
-  GgufWriter w;
-  const std::string old_arch = *src.get_string("general.architecture");
-  for (const auto& [key, value] : src.metadata()) {
-    std::string k = key;
-    if (k.rfind(old_arch + ".", 0) == 0) k = arch + k.substr(old_arch.size());
-    w.set(k, value);
-  }
-  w.set("general.architecture", GgufValue::make_string(arch));
-  for (const GgufTensorInfo& t : src.tensors()) {
-    std::vector<float> data(t.elems);
-    std::memcpy(data.data(), t.data, t.bytes);
-    edit(t.name, data, t);
-    std::vector<uint8_t> bytes(t.bytes);
-    std::memcpy(bytes.data(), data.data(), t.bytes);
-    EXPECT_TRUE(w.add_tensor(t.name, GgmlType::kF32, t.dims, bytes).is_ok());
-  }
-  for (const auto& [name, values] : extra) {
-    std::vector<uint8_t> bytes(values.size() * 4);
-    std::memcpy(bytes.data(), values.data(), bytes.size());
-    EXPECT_TRUE(w.add_tensor(name, GgmlType::kF32, {values.size()}, bytes).is_ok());
-  }
-  auto gguf = GgufFile::parse(MappedFile::from_bytes(*w.write_memory(), arch + ".gguf"));
-  EXPECT_TRUE(gguf.is_ok()) << gguf.status().to_string();
-  auto model = Model::load(std::move(gguf).value());
-  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
-  return model.is_ok() ? std::move(model).value() : nullptr;
-}
-
-std::vector<float> logits(const Model& m) {
-  Context ctx(m, 32);
-  const std::vector<int32_t> ids = {1, 80, 147, 201, 282, 57, 300, 1000};
-  return *ctx.eval(ids);
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
-  return d;
-}
-
-bool is_qk(const std::string& name) {
-  return name.find("attn_q.weight") != std::string::npos || name.find("attn_k.weight") != std::string::npos;
-}
 
 // llama's converter interleaves each head's Q/K rows so that RoPE rotates
 // adjacent pairs; undoing that permutation and rotating halves (NEOX, as

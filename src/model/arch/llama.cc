@@ -1,7 +1,11 @@
-// llama: Llama 1/2/3, TinyStories, Mistral-style dense models.
-// RoPE on adjacent pairs (the converter permutes Q/K rows to match).
+// llama: Llama 1/2/3, TinyStories, Mistral-style dense models. RoPE on
+// adjacent pairs (the converter permutes Q/K rows to match). With
+// llama.expert_count > 0 it is Mixtral: every FFN a mixture of SwiGLU
+// experts of feed_forward_length, softmax over all experts, the top
+// n_expert_used renormalised to sum 1.
 #include "model/config.h"
 
 namespace ork {
-extern const ArchSpec kArchLlama = {"llama", ref::RopeType::kNorm, /*qkv_bias=*/false, /*qk_norm=*/false};
+extern const ArchSpec kArchLlama = {"llama", ref::RopeType::kNorm, /*qkv_bias=*/false, QkNorm::kNone,
+                                    /*requires_experts=*/false, /*norm_topk=*/true, /*shared_expert=*/false};
 }

@@ -2,5 +2,6 @@
 #include "model/config.h"
 
 namespace ork {
-extern const ArchSpec kArchQwen2 = {"qwen2", ref::RopeType::kNeox, /*qkv_bias=*/true, /*qk_norm=*/false};
+extern const ArchSpec kArchQwen2 = {"qwen2", ref::RopeType::kNeox, /*qkv_bias=*/true, QkNorm::kNone,
+                                  /*requires_experts=*/false, /*norm_topk=*/false, /*shared_expert=*/false};
 }

@@ -3,5 +3,6 @@
 #include "model/config.h"
 
 namespace ork {
-extern const ArchSpec kArchQwen3 = {"qwen3", ref::RopeType::kNeox, /*qkv_bias=*/false, /*qk_norm=*/true};
+extern const ArchSpec kArchQwen3 = {"qwen3", ref::RopeType::kNeox, /*qkv_bias=*/false, QkNorm::kPerHead,
+                                  /*requires_experts=*/false, /*norm_topk=*/false, /*shared_expert=*/false};
 }

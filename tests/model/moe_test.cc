@@ -1,0 +1,248 @@
+// Mixture of experts: routing against hand-computed cases, and for every
+// MoE architecture a dense model whose FFN is copied into identical experts
+// must give the dense model's logits (the routing weights then sum to 1).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "model/moe.h"
+#include "model/rewrite.h"
+#include "testdata.h"
+
+namespace ork {
+namespace {
+
+using testing::ExtraTensor;
+using testing::logits;
+using testing::max_abs_diff;
+using testing::rewrite;
+constexpr const char* kModel = testing::kRewriteModel;
+
+TEST(Route, SoftmaxTopKAndRenormalisation) {
+  // logits 0, ln 2, ln 4, ln 1 -> p = 1/8, 2/8, 4/8, 1/8.
+  const float logits4[4] = {0.0f, std::log(2.0f), std::log(4.0f), 0.0f};
+  int32_t ids[2];
+  float w[2];
+  route_token(logits4, 4, 2, /*renormalise=*/false, ids, w);
+  EXPECT_EQ(ids[0], 2);
+  EXPECT_EQ(ids[1], 1);
+  EXPECT_NEAR(w[0], 0.5f, 1e-6f);
+  EXPECT_NEAR(w[1], 0.25f, 1e-6f);
+  route_token(logits4, 4, 2, /*renormalise=*/true, ids, w);
+  EXPECT_NEAR(w[0], 2.0f / 3.0f, 1e-6f);
+  EXPECT_NEAR(w[1], 1.0f / 3.0f, 1e-6f);
+  // Ties go to the lower index; k = n gives every expert.
+  route_token(logits4, 4, 3, false, ids, w);
+  EXPECT_EQ(ids[2], 0);
+  int32_t all[4];
+  float wa[4];
+  route_token(logits4, 4, 4, false, all, wa);
+  EXPECT_EQ(all[3], 3);
+  EXPECT_NEAR(wa[0] + wa[1] + wa[2] + wa[3], 1.0f, 1e-6f);
+  // Large logits do not overflow (max subtracted first).
+  const float big[3] = {1000.0f, 999.0f, -1000.0f};
+  route_token(big, 3, 1, true, ids, w);
+  EXPECT_EQ(ids[0], 0);
+  EXPECT_EQ(w[0], 1.0f);
+}
+
+bool is_ffn(const std::string& name) {
+  return name.find("ffn_gate.weight") != std::string::npos || name.find("ffn_up.weight") != std::string::npos ||
+         name.find("ffn_down.weight") != std::string::npos;
+}
+
+// The base model's dense FFN tensors become [.., .., n_expert] stacks of
+// identical copies (down scaled by `down_scale`), with a random router.
+// Returns the extra tensors and the metadata keys of an MoE model.
+struct MoeParts {
+  std::vector<ExtraTensor> tensors;
+  std::vector<std::pair<std::string, GgufValue>> keys;
+};
+
+MoeParts expertise(const GgufFile& src, const std::string& arch, int n_expert, int n_used, float down_scale) {
+  MoeParts parts;
+  const ModelConfig c = *read_model_config(src);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const GgufTensorInfo& t : src.tensors()) {
+    if (!is_ffn(t.name)) continue;
+    std::vector<float> one(t.elems);
+    std::memcpy(one.data(), t.data, t.bytes);
+    const bool down = t.name.find("ffn_down") != std::string::npos;
+    if (down) {
+      for (float& v : one) v *= down_scale;
+    }
+    std::vector<float> stack;
+    for (int e = 0; e < n_expert; ++e) stack.insert(stack.end(), one.begin(), one.end());
+    std::string name = t.name;
+    name.replace(name.find(".weight"), 7, "_exps.weight");
+    parts.tensors.push_back({name, {t.dims[0], t.dims[1], static_cast<uint64_t>(n_expert)}, std::move(stack)});
+  }
+  for (int l = 0; l < c.n_layer; ++l) {
+    std::vector<float> router(static_cast<size_t>(c.n_embd) * n_expert);
+    for (float& v : router) v = normal(rng);
+    parts.tensors.push_back({"blk." + std::to_string(l) + ".ffn_gate_inp.weight",
+                             {static_cast<uint64_t>(c.n_embd), static_cast<uint64_t>(n_expert)}, std::move(router)});
+  }
+  parts.keys = {{arch + ".expert_count", GgufValue::make_uint32(static_cast<uint32_t>(n_expert))},
+                {arch + ".expert_used_count", GgufValue::make_uint32(static_cast<uint32_t>(n_used))},
+                {arch + ".expert_feed_forward_length", GgufValue::make_uint32(static_cast<uint32_t>(c.n_ff))}};
+  return parts;
+}
+
+std::vector<std::pair<std::string, std::vector<float>>> qk_norms(const ModelConfig& c, bool whole) {
+  std::vector<std::pair<std::string, std::vector<float>>> v;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    std::vector<float> q(static_cast<size_t>(whole ? c.q_dim() : c.head_dim)),
+        k(static_cast<size_t>(whole ? c.kv_dim() : c.head_dim));
+    for (size_t i = 0; i < q.size(); ++i) q[i] = 0.5f + 0.05f * static_cast<float>(i % 7);
+    for (size_t i = 0; i < k.size(); ++i) k[i] = 0.6f + 0.03f * static_cast<float>(i % 5);
+    v.push_back({p + "attn_q_norm.weight", q});
+    v.push_back({p + "attn_k_norm.weight", k});
+  }
+  return v;
+}
+
+std::vector<std::pair<std::string, std::vector<float>>> zero_biases(const ModelConfig& c) {
+  std::vector<std::pair<std::string, std::vector<float>>> v;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    v.push_back({p + "attn_q.bias", std::vector<float>(static_cast<size_t>(c.q_dim()), 0.0f)});
+    v.push_back({p + "attn_k.bias", std::vector<float>(static_cast<size_t>(c.kv_dim()), 0.0f)});
+    v.push_back({p + "attn_v.bias", std::vector<float>(static_cast<size_t>(c.kv_dim()), 0.0f)});
+  }
+  return v;
+}
+
+void expect_same_logits(const Model& dense, const Model& moe, const char* what) {
+  for (bool fast : {false, true}) {
+    const float d = max_abs_diff(logits(dense, fast), logits(moe, fast));
+    // Reference path: f64 sums, reordered only by the routing weights (sum
+    // 1 up to f32 rounding). Fast path: the same kernels on both sides.
+    EXPECT_LE(d, 1e-4f) << what << (fast ? " fast" : " reference");
+  }
+}
+
+const auto kNoEdit = [](auto&&...) {};
+
+// Mixtral: llama with experts, top-k renormalised.
+TEST(MoeEquivalence, MixtralEqualsLlama) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto base = Model::load(testing::testdata(kModel));
+  ASSERT_TRUE(base.is_ok());
+  const GgufFile& g = (*base)->gguf();
+  const MoeParts parts = expertise(g, "llama", 4, 2, 1.0f);
+  auto moe = rewrite(g, "llama", kNoEdit, {}, parts.tensors, is_ffn, parts.keys);
+  ASSERT_NE(moe, nullptr);
+  EXPECT_EQ(moe->config().n_expert, 4);
+  expect_same_logits(**base, *moe, "mixtral");
+}
+
+// qwen3moe: qwen3 attention, top-k renormalised.
+TEST(MoeEquivalence, Qwen3MoeEqualsQwen3) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto base = Model::load(testing::testdata(kModel));
+  ASSERT_TRUE(base.is_ok());
+  const GgufFile& g = (*base)->gguf();
+  const auto norms = qk_norms((*base)->config(), false);
+  auto dense = rewrite(g, "qwen3", kNoEdit, norms);
+  const MoeParts parts = expertise(g, "qwen3moe", 8, 2, 1.0f);
+  auto moe = rewrite(g, "qwen3moe", kNoEdit, norms, parts.tensors, is_ffn, parts.keys);
+  ASSERT_NE(dense, nullptr);
+  ASSERT_NE(moe, nullptr);
+  expect_same_logits(*dense, *moe, "qwen3moe");
+}
+
+// qwen2moe: weights not renormalised (so every expert is used: k = n), and
+// a shared expert equal to the dense FFN under a gate vector of 0, which
+// sigmoid makes 1/2: routed experts with half the down projection plus
+// half the shared expert sum to the dense FFN.
+TEST(MoeEquivalence, Qwen2MoeWithSharedExpertEqualsQwen2) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto base = Model::load(testing::testdata(kModel));
+  ASSERT_TRUE(base.is_ok());
+  const GgufFile& g = (*base)->gguf();
+  const ModelConfig& c = (*base)->config();
+  const auto biases = zero_biases(c);
+  auto dense = rewrite(g, "qwen2", kNoEdit, biases);
+  MoeParts parts = expertise(g, "qwen2moe", 4, 4, 0.5f);
+  for (const GgufTensorInfo& t : g.tensors()) {
+    if (!is_ffn(t.name)) continue;
+    std::vector<float> v(t.elems);
+    std::memcpy(v.data(), t.data, t.bytes);
+    std::string name = t.name;
+    name.replace(name.find(".weight"), 7, "_shexp.weight");
+    parts.tensors.push_back({name, t.dims, std::move(v)});
+  }
+  auto vectors = biases;
+  for (int l = 0; l < c.n_layer; ++l) {
+    vectors.push_back({"blk." + std::to_string(l) + ".ffn_gate_inp_shexp.weight",
+                       std::vector<float>(static_cast<size_t>(c.n_embd), 0.0f)});
+  }
+  parts.keys.push_back({"qwen2moe.expert_shared_feed_forward_length", GgufValue::make_uint32(static_cast<uint32_t>(c.n_ff))});
+  auto moe = rewrite(g, "qwen2moe", kNoEdit, vectors, parts.tensors, is_ffn, parts.keys);
+  ASSERT_NE(dense, nullptr);
+  ASSERT_NE(moe, nullptr);
+  expect_same_logits(*dense, *moe, "qwen2moe");
+}
+
+// olmoe has no dense sibling in ork: four identical experts (all used,
+// weights not renormalised, summing to 1) must equal one expert. And its
+// QK-norm is over the whole projection: scaling all of Wq changes nothing,
+// scaling one head's rows does (a per-head norm would hide that).
+TEST(MoeEquivalence, OlmoeExpertsAndWholeQkNorm) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto base = Model::load(testing::testdata(kModel));
+  ASSERT_TRUE(base.is_ok());
+  const GgufFile& g = (*base)->gguf();
+  const ModelConfig& c = (*base)->config();
+  const auto norms = qk_norms(c, true);
+  const MoeParts one = expertise(g, "olmoe", 1, 1, 1.0f);
+  const MoeParts four = expertise(g, "olmoe", 4, 4, 1.0f);
+  auto m1 = rewrite(g, "olmoe", kNoEdit, norms, one.tensors, is_ffn, one.keys);
+  auto m4 = rewrite(g, "olmoe", kNoEdit, norms, four.tensors, is_ffn, four.keys);
+  ASSERT_NE(m1, nullptr);
+  ASSERT_NE(m4, nullptr);
+  expect_same_logits(*m1, *m4, "olmoe");
+  const size_t hd = static_cast<size_t>(c.head_dim);
+  auto scale_q = [&](size_t first_row, size_t last_row) {
+    return [=](const std::string& name, std::vector<float>& data, const GgufTensorInfo& t) {
+      if (name.find("attn_q.weight") == std::string::npos) return;
+      for (size_t r = first_row; r < std::min<size_t>(last_row, t.dims[1]); ++r) {
+        for (size_t k = 0; k < t.dims[0]; ++k) data[r * t.dims[0] + k] *= 3.0f;
+      }
+    };
+  };
+  auto all_q = rewrite(g, "olmoe", scale_q(0, 1 << 30), norms, four.tensors, is_ffn, four.keys);
+  auto head1 = rewrite(g, "olmoe", scale_q(hd, 2 * hd), norms, four.tensors, is_ffn, four.keys);
+  ASSERT_NE(all_q, nullptr);
+  ASSERT_NE(head1, nullptr);
+  EXPECT_LE(max_abs_diff(logits(*m4), logits(*all_q)), 1e-4f);
+  EXPECT_GT(max_abs_diff(logits(*m4), logits(*head1)), 1e-2f);
+}
+
+// The stats count every token's k experts in every layer.
+TEST(MoeStats, CountsRoutedPairsAndBytes) {
+  ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
+  auto model = Model::load(testing::testdata("models/sotu-moe-f32.gguf"));
+  ASSERT_TRUE(model.is_ok());
+  Context ctx(**model, 32);
+  const std::vector<int32_t> ids = {1, 111, 89, 352, 1194};
+  ASSERT_TRUE(ctx.eval(ids).is_ok());
+  const auto& s = ctx.moe_stats();
+  EXPECT_EQ(s.tokens, 5u);
+  ASSERT_EQ(s.hits.size(), 4u * 8u);
+  for (int l = 0; l < 4; ++l) {
+    uint64_t sum = 0;
+    for (int e = 0; e < 8; ++e) sum += s.hits[static_cast<size_t>(l * 8 + e)];
+    EXPECT_EQ(sum, 5u * 2u) << "layer " << l;
+  }
+  // Each active expert: gate + up + down, 3 x 256 x 256 f32.
+  EXPECT_EQ(s.expert_bytes % (3ull * 256 * 256 * 4), 0u);
+  EXPECT_GT(s.expert_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace ork
