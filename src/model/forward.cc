@@ -244,15 +244,6 @@ void Context::attention(int layer, int n_tokens) {
       std::max<int64_t>(1, 4096 / std::max(1, (n_past_ + n_tokens) * hd)));
 }
 
-namespace {
-
-uint64_t matrix_bytes(const ref::WeightView& w) {
-  if (!w.is_tier) return w.row_bytes * static_cast<uint64_t>(w.rows);
-  return tier_data_bytes(w.tier, w.rows, w.k_stored) + (w.scales != nullptr ? 4ull * static_cast<uint64_t>(w.rows) : 0);
-}
-
-}  // namespace
-
 // The mixture-of-experts FFN of one layer on xn_ (n normalised tokens),
 // leaving its output in xn_. Tokens are routed, grouped by expert, and each
 // active expert runs once over all of its tokens (gate, up, SwiGLU, down),

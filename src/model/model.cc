@@ -15,7 +15,8 @@ struct TensorEntry {
 
 class Binder {
  public:
-  Binder(const GgufFile& gguf, const OrkpackFile* pack) : gguf_(gguf), pack_(pack) {}
+  Binder(const GgufFile& gguf, const OrkpackFile* pack, std::deque<std::string>* names)
+      : gguf_(gguf), pack_(pack), names_(names) {}
 
   // A matrix of ne = [cols, rows].
   Status matrix(const std::string& name, int64_t cols, int64_t rows, ref::WeightView* out) {
@@ -50,6 +51,7 @@ class Binder {
       ref::WeightView v = t.view;
       v.rows = rows;
       v.data = t.view.data + static_cast<uint64_t>(e) * expert_bytes;
+      v.name = names_->emplace_back(name + ".e" + std::to_string(e)).c_str();
       (*out)[static_cast<size_t>(e)] = v;
     }
     return Status::ok();
@@ -113,6 +115,7 @@ class Binder {
 
   const GgufFile& gguf_;
   const OrkpackFile* pack_;
+  std::deque<std::string>* names_;
 };
 
 }  // namespace
@@ -143,7 +146,7 @@ Result<std::unique_ptr<Model>> Model::load(GgufFile gguf) {
 Status Model::bind() {
   ORK_ASSIGN_OR_RETURN(config_, read_model_config(gguf()));
   ModelConfig& c = config_;
-  Binder b(gguf_, orkpack());
+  Binder b(gguf_, orkpack(), &expert_names_);
 
   const std::vector<uint64_t>* embd_dims = nullptr;
   if (pack_) {
@@ -204,6 +207,23 @@ Status Model::bind() {
     }
   }
   return Status::ok();
+}
+
+uint64_t matrix_bytes(const ref::WeightView& w) {
+  if (w.data == nullptr) return 0;
+  if (!w.is_tier) return w.row_bytes * static_cast<uint64_t>(w.rows);
+  return tier_data_bytes(w.tier, w.rows, w.k_stored) + (w.scales != nullptr ? 4ull * static_cast<uint64_t>(w.rows) : 0);
+}
+
+uint64_t Model::dense_bytes_per_token() const {
+  uint64_t total = 0;
+  for (const LayerWeights& L : layers_) {
+    for (const ref::WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
+                                     &L.gate_shexp, &L.up_shexp, &L.down_shexp}) {
+      total += matrix_bytes(*w);
+    }
+  }
+  return total + matrix_bytes(output_);
 }
 
 uint64_t Model::weight_bytes() const {

@@ -3,6 +3,7 @@
 // tensors such as norms and biases, which are widened to f32 once at load).
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,9 @@ struct LayerWeights {
   std::vector<float> shexp_gate;
 };
 
+// Bytes of a stored matrix (planes and scales, or the GGUF rows).
+uint64_t matrix_bytes(const ref::WeightView& w);
+
 class Model {
  public:
   // Validates every tensor the architecture needs (name, shape, type) and
@@ -52,6 +56,10 @@ class Model {
   const LayerWeights& layer(int i) const { return layers_[static_cast<size_t>(i)]; }
   bool tied_embeddings() const { return tied_; }
   uint64_t weight_bytes() const;
+  // Weight bytes every decoded token reads: each matrix once, the embedding
+  // only for its one row unless it is also the output matrix, and no
+  // routed expert (those depend on routing: see Context::moe_stats).
+  uint64_t dense_bytes_per_token() const;
 
  private:
   Model() = default;
@@ -66,6 +74,9 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<float> rope_freqs_;
   std::vector<LayerWeights> layers_;
+  // "<name>.e<i>" for each expert of a GGUF's 3-D tensors (views point here),
+  // the names an orkpack gives its entries: importance matrices key on them.
+  std::deque<std::string> expert_names_;
 };
 
 }  // namespace ork

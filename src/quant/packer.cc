@@ -258,6 +258,9 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
     std::vector<PlanTensor> one = {m.plan};
     ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map));
     PlanTensor p = one[0];
+    // MoE routers (n_embd x n_expert, a few KiB) stay f32: the families
+    // route in f32, and a flipped top-k choice costs more than any saving.
+    if (p.name.find("ffn_gate_inp") != std::string::npos) p.fixed = Tier::kF32;
     if (!p.fixed) {
       std::vector<TierOption> keep;
       for (const TierOption& opt : p.options) {

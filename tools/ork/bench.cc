@@ -70,23 +70,6 @@ std::string cpu_name() {
   return "unknown";
 }
 
-// Bytes a decoded token reads: every matrix once (the embedding only for the
-// one row a lookup reads, unless it is also the output matrix).
-uint64_t bytes_per_token(const Model& m) {
-  uint64_t total = 0;
-  auto add = [&](const ref::WeightView& w) {
-    const uint64_t b = w.is_tier ? tier_data_bytes(w.tier, w.rows, w.k_stored) + (w.scales ? 4ull * w.rows : 0)
-                                 : w.row_bytes * static_cast<uint64_t>(w.rows);
-    total += b;
-  };
-  for (int l = 0; l < m.config().n_layer; ++l) {
-    const LayerWeights& L = m.layer(l);
-    for (const ref::WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(*w);
-  }
-  add(m.output());
-  return total;
-}
-
 int bench(const BenchOptions& o) {
   if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
   ThreadPool& pool = ThreadPool::global();
@@ -110,7 +93,7 @@ int bench(const BenchOptions& o) {
   std::uniform_int_distribution<int32_t> tok(3, c.n_vocab - 1);
   std::fprintf(stderr, "ork: measuring read bandwidth (%d threads)...\n", pool.size());
   const double bw = read_bandwidth(pool);
-  std::vector<double> pp, tg;
+  std::vector<double> pp, tg, expert_bpt;
   for (int r = 0; r < o.reps; ++r) {
     Context ctx(*model, n_ctx);
     std::vector<int32_t> prompt(static_cast<size_t>(std::min(o.n_prompt, n_ctx - o.n_gen - 1)));
@@ -121,6 +104,7 @@ int bench(const BenchOptions& o) {
       if (!l.is_ok()) return fail(l.status().to_string());
       pp.push_back(static_cast<double>(prompt.size()) / (now_s() - t0));
     }
+    const uint64_t expert_bytes0 = ctx.moe_stats().expert_bytes;
     const double t1 = now_s();
     for (int i = 0; i < o.n_gen; ++i) {
       const int32_t t = tok(rng);
@@ -128,10 +112,13 @@ int bench(const BenchOptions& o) {
       if (!l.is_ok()) return fail(l.status().to_string());
     }
     tg.push_back(o.n_gen / (now_s() - t1));
+    if (o.n_gen > 0) expert_bpt.push_back(static_cast<double>(ctx.moe_stats().expert_bytes - expert_bytes0) / o.n_gen);
     std::fprintf(stderr, "  rep %d/%d: pp %.1f tok/s, tg %.1f tok/s\n", r + 1, o.reps, pp.empty() ? 0.0 : pp.back(), tg.back());
   }
   const Summary p = pp.empty() ? Summary{} : summarize(pp), g = summarize(tg);
-  const uint64_t bpt = bytes_per_token(*model);
+  // Dense weights plus the routed experts' bytes actually read per decoded token.
+  const uint64_t bpt = model->dense_bytes_per_token() +
+                       (expert_bpt.empty() ? 0 : static_cast<uint64_t>(summarize(expert_bpt).median));
   const double used = g.median * static_cast<double>(bpt) / 1e9;
   const char* target = cpu::compiled_target_count() > 0 ? cpu::target_name(0) : "?";
   if (o.json) {

@@ -1,9 +1,11 @@
 // ork run: tokenize a prompt, prefill it in one batch, then sample and
 // stream tokens until -n, end of generation or a full context.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <string>
 
 #include "commands.h"
 #include "core/thread_pool.h"
@@ -25,6 +27,7 @@ struct RunOptions {
   bool ignore_eos = false;
   int64_t seed = -1;
   int threads = 0;
+  bool stats = false;
   SamplerParams sampling;
 };
 
@@ -71,6 +74,8 @@ Result<std::unique_ptr<Model>> load_or_synthesize(const std::string& path) {
   ORK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::parse(MappedFile::from_bytes(std::move(bytes), "<built-in synthetic>")));
   return Model::load(std::move(gguf));
 }
+
+void print_stats(const Model& model, const Context::MoeStats& s, const Context::MoeStats& before_gen, int generated);
 
 int run(const RunOptions& opt) {
   if (opt.threads > 0) ThreadPool::set_default_threads(opt.threads);
@@ -121,6 +126,7 @@ int run(const RunOptions& opt) {
   if (!logits.is_ok()) return fail(logits.status().to_string());
   const double prompt_s = seconds_since(t_prompt);
 
+  const Context::MoeStats prompt_stats = ctx.moe_stats();
   const auto t_gen = std::chrono::steady_clock::now();
   int generated = 0;
   const char* stop = "reached -n";
@@ -147,7 +153,45 @@ int run(const RunOptions& opt) {
                static_cast<double>(prompt_ids.size()) / prompt_s);
   std::fprintf(stderr, "ork: generation: %5d tokens in %8.2f ms (%8.2f tok/s)\n", generated, gen_s * 1e3,
                generated / gen_s);
+  if (opt.stats) print_stats(**model, ctx.moe_stats(), prompt_stats, generated);
   return 0;
+}
+
+}  // namespace
+
+namespace {
+
+// --stats: weight bytes read per decoded token and, for a mixture of
+// experts, each layer's expert usage over the whole run (prompt and
+// generation) as counts and a bar per expert.
+void print_stats(const Model& model, const Context::MoeStats& s, const Context::MoeStats& before_gen, int generated) {
+  const uint64_t dense = model.dense_bytes_per_token();
+  const int decoded = std::max(0, generated - 1);  // the last sampled token is not evaluated
+  const double experts =
+      decoded > 0 ? static_cast<double>(s.expert_bytes - before_gen.expert_bytes) / decoded : 0.0;
+  std::fprintf(stderr, "ork: stats: weights read per decoded token: %.2f MB (dense %.2f MB + routed experts %.2f MB)\n",
+               (static_cast<double>(dense) + experts) / 1e6, static_cast<double>(dense) / 1e6, experts / 1e6);
+  if (s.hits.empty()) return;
+  std::fprintf(stderr, "ork: stats: expert usage per layer over %llu tokens (token-expert pairs; bar = share of the layer's busiest)\n",
+               static_cast<unsigned long long>(s.tokens));
+  static const char* kBars[] = {" ", "\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
+  for (int l = 0; l < s.n_layer; ++l) {
+    const uint64_t* h = &s.hits[static_cast<size_t>(l) * s.n_expert];
+    const uint64_t max = *std::max_element(h, h + s.n_expert);
+    int unused = 0;
+    std::string bars;
+    for (int e = 0; e < s.n_expert; ++e) {
+      unused += h[e] == 0;
+      bars += kBars[max == 0 ? 0 : (h[e] * 8 + max - 1) / max];
+    }
+    std::fprintf(stderr, "  layer %3d |%s| max %llu, unused %d/%d\n", l, bars.c_str(), static_cast<unsigned long long>(max),
+                 unused, s.n_expert);
+    if (s.n_expert <= 16) {
+      std::string counts;
+      for (int e = 0; e < s.n_expert; ++e) counts += fmt::format(" e{}:{}", e, h[e]);
+      std::fprintf(stderr, "           %s\n", counts.c_str());
+    }
+  }
 }
 
 }  // namespace
@@ -172,6 +216,7 @@ Runner add_run(CLI::App& app) {
   app.add_option("-s,--seed", opt->seed, "Random seed (default: random, printed)");
   app.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-text token");
   app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(CLI::PositiveNumber);
+  app.add_flag("--stats", opt->stats, "After the run: weight bytes read per token and per-layer expert usage (MoE)");
   return [opt] { return run(*opt); };
 }
 
