@@ -18,17 +18,21 @@ bool synth_preset(const std::string& name, SynthOptions* o) {
   } else if (name == "llama-1b") {
     s.n_embd = 2048, s.n_layer = 16, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 8192, s.n_vocab = 32000;
     s.n_ctx = 4096, s.tied = false;
+  } else if (name == "qwen3moe-30b-a3b") {
+    s.arch = "qwen3moe";
+    s.n_embd = 2048, s.n_layer = 48, s.n_head = 32, s.n_head_kv = 4, s.head_dim = 128, s.n_ff = 6144;
+    s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 768, s.n_vocab = 32000, s.n_ctx = 4096, s.tied = false;
   } else {
     return false;
   }
-  s.arch = o->arch;
+  if (s.n_expert == 0) s.arch = o->arch;
   s.type = o->type;
   s.seed = o->seed;
   *o = s;
   return true;
 }
 
-std::string synth_preset_names() { return "tiny, stories, llama-1b"; }
+std::string synth_preset_names() { return "tiny, stories, llama-1b, qwen3moe-30b-a3b"; }
 
 namespace {
 
@@ -103,7 +107,11 @@ uint64_t synth_param_count(const SynthOptions& o) {
   const uint64_t hd = static_cast<uint64_t>(o.head_dim > 0 ? o.head_dim : o.n_embd / std::max(1, o.n_head));
   const uint64_t E = static_cast<uint64_t>(o.n_embd);
   const uint64_t q = hd * static_cast<uint64_t>(o.n_head), kv = hd * static_cast<uint64_t>(o.n_head_kv);
-  const uint64_t per_layer = E * q * 2 + E * kv * 2 + 3 * E * static_cast<uint64_t>(o.n_ff) + 2 * E;
+  const uint64_t ffn = o.n_expert > 0
+                          ? 3 * E * static_cast<uint64_t>(o.n_ff_exp > 0 ? o.n_ff_exp : o.n_ff) * static_cast<uint64_t>(o.n_expert) +
+                                E * static_cast<uint64_t>(o.n_expert)
+                          : 3 * E * static_cast<uint64_t>(o.n_ff);
+  const uint64_t per_layer = E * q * 2 + E * kv * 2 + ffn + 2 * E;
   return per_layer * static_cast<uint64_t>(o.n_layer) + E * static_cast<uint64_t>(o.n_vocab) * (o.tied ? 1 : 2) + E;
 }
 
@@ -138,8 +146,20 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
                  o.n_embd, o.n_head);
   }
   if (hd % 2 != 0) return error(StatusCode::kInvalidArgument, "synth: head_dim {} must be even", hd);
+  const bool moe = arch->requires_experts || o.n_expert > 0;
+  if (moe && (o.n_expert < 1 || o.n_expert_used < 1 || o.n_expert_used > o.n_expert)) {
+    return error(StatusCode::kInvalidArgument,
+                 "synth: {} needs experts: --experts N and --experts-used K with 1 <= K <= N (got {} and {})", o.arch,
+                 o.n_expert, o.n_expert_used);
+  }
+  if (!moe && o.n_expert > 0) {
+    return error(StatusCode::kInvalidArgument, "synth: {} has no experts (mixtral is llama with --experts)", o.arch);
+  }
+  // Mixtral (llama with experts) sizes its experts by feed_forward_length.
+  const int ff_exp = o.arch != "llama" && o.n_ff_exp > 0 ? o.n_ff_exp : o.n_ff;
+  const int ff_sh = o.n_ff_shexp > 0 ? o.n_ff_shexp : o.n_ff;
   const uint32_t block = info->block_elems;
-  for (int k : {o.n_embd, o.n_ff, o.n_head * hd}) {
+  for (int k : {o.n_embd, o.n_ff, o.n_head * hd, ff_exp, ff_sh}) {
     if (k % static_cast<int>(block) != 0) {
       return error(StatusCode::kInvalidArgument, "synth: input width {} is not a multiple of {}'s block size {}", k,
                    info->name, block);
@@ -164,6 +184,14 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
   w->set(a + "rope.freq_base", GgufValue::make_float32(o.arch == "llama" ? 10000.0f : 1000000.0f));
   w->set(a + "attention.layer_norm_rms_epsilon", GgufValue::make_float32(o.arch == "llama" ? 1e-5f : 1e-6f));
   w->set(a + "vocab_size", GgufValue::make_uint32(static_cast<uint32_t>(o.n_vocab)));
+  if (moe) {
+    w->set(a + "expert_count", GgufValue::make_uint32(static_cast<uint32_t>(o.n_expert)));
+    w->set(a + "expert_used_count", GgufValue::make_uint32(static_cast<uint32_t>(o.n_expert_used)));
+    if (o.arch != "llama") w->set(a + "expert_feed_forward_length", GgufValue::make_uint32(static_cast<uint32_t>(ff_exp)));
+    if (arch->shared_expert) {
+      w->set(a + "expert_shared_feed_forward_length", GgufValue::make_uint32(static_cast<uint32_t>(ff_sh)));
+    }
+  }
 
   std::vector<std::string> tokens;
   std::vector<double> scores;
@@ -202,14 +230,31 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
       vec(p + "attn_v.bias", KV, TensorPlan::kBias);
     }
     if (arch->qk_norm != QkNorm::kNone) {
-      vec(p + "attn_q_norm.weight", static_cast<uint64_t>(hd), TensorPlan::kNorm);
-      vec(p + "attn_k_norm.weight", static_cast<uint64_t>(hd), TensorPlan::kNorm);
+      const bool whole = arch->qk_norm == QkNorm::kWhole;
+      vec(p + "attn_q_norm.weight", whole ? Q : static_cast<uint64_t>(hd), TensorPlan::kNorm);
+      vec(p + "attn_k_norm.weight", whole ? KV : static_cast<uint64_t>(hd), TensorPlan::kNorm);
     }
     matrix(p + "attn_output.weight", Q, E);
     vec(p + "ffn_norm.weight", E, TensorPlan::kNorm);
-    matrix(p + "ffn_gate.weight", E, F);
-    matrix(p + "ffn_up.weight", E, F);
-    matrix(p + "ffn_down.weight", F, E);
+    if (!moe) {
+      matrix(p + "ffn_gate.weight", E, F);
+      matrix(p + "ffn_up.weight", E, F);
+      matrix(p + "ffn_down.weight", F, E);
+      continue;
+    }
+    // The router stays F32 whatever --type says: the families route in f32.
+    const auto X = static_cast<uint64_t>(o.n_expert), FX = static_cast<uint64_t>(ff_exp);
+    plans->push_back({p + "ffn_gate_inp.weight", {E, X}, GgmlType::kF32, TensorPlan::kMatrix});
+    plans->push_back({p + "ffn_gate_exps.weight", {E, FX, X}, o.type, TensorPlan::kMatrix});
+    plans->push_back({p + "ffn_up_exps.weight", {E, FX, X}, o.type, TensorPlan::kMatrix});
+    plans->push_back({p + "ffn_down_exps.weight", {FX, E, X}, o.type, TensorPlan::kMatrix});
+    if (arch->shared_expert) {
+      const auto FS = static_cast<uint64_t>(ff_sh);
+      vec(p + "ffn_gate_inp_shexp.weight", E, TensorPlan::kBias);
+      matrix(p + "ffn_gate_shexp.weight", E, FS);
+      matrix(p + "ffn_up_shexp.weight", E, FS);
+      matrix(p + "ffn_down_shexp.weight", FS, E);
+    }
   }
   vec("output_norm.weight", E, TensorPlan::kNorm);
   if (!o.tied) matrix("output.weight", E, V);
@@ -222,7 +267,8 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
     const TensorPlan& t = (*plans)[index];
     Rng rng{seed * 0x100000001B3ull + index * 0x9E3779B97F4A7C15ull + 1};
     const uint64_t cols = t.dims[0];
-    const uint64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
+    uint64_t rows = 1;  // every row of every expert of a 3-D tensor
+    for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];
     const uint64_t row_bytes = ggml_row_bytes(*ggml_type_info(static_cast<uint32_t>(t.type)), cols);
     std::vector<float> row(cols);
     for (uint64_t r = 0; r < rows; ++r) {

@@ -14,7 +14,7 @@
 namespace ork {
 
 struct SynthOptions {
-  std::string arch = "llama";  // llama, qwen2, qwen3
+  std::string arch = "llama";  // llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe
   int n_embd = 256;
   int n_layer = 2;
   int n_head = 4;
@@ -24,6 +24,13 @@ struct SynthOptions {
   int n_vocab = 512;
   int n_ctx = 2048;
   bool tied = true;
+  // Mixture of experts (needed by qwen2moe, qwen3moe, olmoe; llama with
+  // experts is Mixtral): experts, experts per token, each expert's FFN
+  // width (0: n_ff), the shared expert's (qwen2moe; 0: n_ff).
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
+  int n_ff_shexp = 0;
   GgmlType type = GgmlType::kF32;  // of the matrices; norms stay F32
   uint64_t seed = 42;
 };
@@ -31,7 +38,10 @@ struct SynthOptions {
 // Named shapes: "tiny" (the built-in default), "stories" and "llama-1b"
 // (the transformer of Llama-3.2-1B: n_embd 2048, 16 layers, 32 heads, 8 KV
 // heads, n_ff 8192; vocab 32000, untied output, as in our llama.cpp
-// comparisons). Returns false for an unknown name.
+// comparisons), "qwen3moe-30b-a3b" (Qwen3-30B-A3B's transformer: n_embd
+// 2048, 48 layers, 32 heads, 4 KV heads, head_dim 128, 128 experts with 8
+// used, expert n_ff 768; vocab 32000, untied; sets the architecture).
+// Returns false for an unknown name.
 bool synth_preset(const std::string& name, SynthOptions* out);
 std::string synth_preset_names();
 

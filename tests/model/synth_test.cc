@@ -24,11 +24,22 @@ TEST_P(SynthArch, LoadsTokenizesAndRuns) {
   o.arch = std::get<0>(GetParam());
   o.type = std::get<1>(GetParam());
   o.n_layer = 2;
+  const bool moe = o.arch.find("moe") != std::string::npos || o.arch == "mixtral";
+  if (o.arch == "mixtral") o.arch = "llama";  // llama with experts
+  if (moe) {
+    o.n_expert = 4;
+    o.n_expert_used = 2;
+    o.n_ff_exp = 128;
+    o.n_ff_shexp = 256;
+  }
   auto model = load_synth(o);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   EXPECT_STREQ((*model)->config().arch->name, o.arch.c_str());
-  EXPECT_EQ((*model)->layer(0).bq.empty(), o.arch != "qwen2");
-  EXPECT_EQ((*model)->layer(0).q_norm.empty(), o.arch != "qwen3");
+  EXPECT_EQ((*model)->config().n_expert, moe ? 4 : 0);
+  EXPECT_EQ((*model)->layer(0).bq.empty(), o.arch != "qwen2" && o.arch != "qwen2moe");
+  EXPECT_EQ((*model)->layer(0).q_norm.empty(), o.arch != "qwen3" && o.arch != "qwen3moe" && o.arch != "olmoe");
+  EXPECT_EQ((*model)->layer(0).gate_exps.size(), moe ? 4u : 0u);
+  EXPECT_EQ((*model)->layer(0).shexp_gate.empty(), o.arch != "qwen2moe");
   auto tok = Tokenizer::from_gguf((*model)->gguf());
   ASSERT_TRUE(tok.is_ok()) << tok.status().to_string();
   const std::string text = "Once upon a time, \xC3\xA9t\xC3\xA9!";
@@ -42,7 +53,8 @@ TEST_P(SynthArch, LoadsTokenizesAndRuns) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, SynthArch,
-                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3"),
+                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe",
+                                                              "olmoe", "mixtral"),
                                             ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0,
                                                               GgmlType::kQ4_0)),
                          [](const auto& param_info) {
@@ -59,6 +71,21 @@ TEST(Synth, DeterministicForASeed) {
   EXPECT_EQ(*a, *b);
   o.seed = 43;
   EXPECT_NE(*synth_write_memory(o), *a);
+}
+
+// The MoE comparison shape: at 12 layers, 7.6B parameters (llama.cpp's
+// figures in issue 5 are for this model).
+TEST(Synth, Qwen3Moe30bPresetHasTheRightShape) {
+  SynthOptions o;
+  ASSERT_TRUE(synth_preset("qwen3moe-30b-a3b", &o));
+  EXPECT_EQ(o.arch, "qwen3moe");
+  EXPECT_EQ(o.n_expert, 128);
+  EXPECT_EQ(o.n_expert_used, 8);
+  EXPECT_EQ(o.n_ff_exp, 768);
+  EXPECT_EQ(o.head_dim, 128);
+  EXPECT_EQ(o.n_head_kv, 4);
+  o.n_layer = 12;
+  EXPECT_NEAR(static_cast<double>(synth_param_count(o)), 7.6e9, 0.05e9);
 }
 
 TEST(Synth, Llama1bPresetHasTheRightShape) {

@@ -35,8 +35,14 @@ int synth(SynthCliOptions opt, const CLI::App& app) {
     if (given("--n-ff")) o.n_ff = opt.synth.n_ff;
     if (given("--vocab")) o.n_vocab = opt.synth.n_vocab;
     if (given("--ctx")) o.n_ctx = opt.synth.n_ctx;
+    if (given("--experts")) o.n_expert = opt.synth.n_expert;
+    if (given("--experts-used")) o.n_expert_used = opt.synth.n_expert_used;
+    if (given("--expert-ff")) o.n_ff_exp = opt.synth.n_ff_exp;
+    if (given("--shared-expert-ff")) o.n_ff_shexp = opt.synth.n_ff_shexp;
+    if (given("--arch") || o.n_expert == 0) o.arch = opt.synth.arch;  // MoE presets name their architecture
+  } else {
+    o.arch = opt.synth.arch;
   }
-  o.arch = opt.synth.arch;
   o.seed = opt.synth.seed;
   if (opt.untied) o.tied = false;
   const auto type = ggml_type_from_name(opt.type);
@@ -53,7 +59,7 @@ int synth(SynthCliOptions opt, const CLI::App& app) {
                static_cast<unsigned long long>(o.seed));
   const auto t0 = std::chrono::steady_clock::now();
   size_t written = 0;
-  const size_t n_tensors = static_cast<size_t>(o.n_layer) * 9 + 3;
+  const size_t n_tensors = writer.tensor_count();
   const bool tty = isatty(fileno(stderr));
   auto with_progress = [&](size_t index, std::vector<uint8_t>& out) {
     data_fn(index, out);
@@ -72,7 +78,8 @@ int synth(SynthCliOptions opt, const CLI::App& app) {
 
 Runner add_synth(CLI::App& app) {
   auto opt = std::make_shared<SynthCliOptions>();
-  app.add_option("--arch", opt->synth.arch, "Architecture: llama, qwen2, qwen3")->capture_default_str();
+  app.add_option("--arch", opt->synth.arch, "Architecture: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe")
+      ->capture_default_str();
   app.add_option("--preset", opt->preset, "Shape preset: " + synth_preset_names() + " (shape flags override it)");
   app.add_option("--n-embd", opt->synth.n_embd, "Embedding width")->capture_default_str();
   app.add_option("--layers", opt->synth.n_layer, "Transformer blocks")->capture_default_str();
@@ -82,6 +89,12 @@ Runner add_synth(CLI::App& app) {
   app.add_option("--n-ff", opt->synth.n_ff, "Feed-forward width")->capture_default_str();
   app.add_option("--vocab", opt->synth.n_vocab, "Vocabulary size (>= 260)")->capture_default_str();
   app.add_option("--ctx", opt->synth.n_ctx, "Trained context length written to the metadata")->capture_default_str();
+  app.add_option("--experts", opt->synth.n_expert, "Experts per layer (MoE; llama with experts is Mixtral)")
+      ->capture_default_str();
+  app.add_option("--experts-used", opt->synth.n_expert_used, "Experts each token is routed to")->capture_default_str();
+  app.add_option("--expert-ff", opt->synth.n_ff_exp, "Each expert's FFN width (0: --n-ff)")->capture_default_str();
+  app.add_option("--shared-expert-ff", opt->synth.n_ff_shexp, "qwen2moe's shared expert FFN width (0: --n-ff)")
+      ->capture_default_str();
   app.add_flag("--untied", opt->untied, "Write a separate output.weight instead of tying it to token_embd");
   app.add_option("--type", opt->type, "Matrix type: F32, F16, BF16, Q8_0, Q4_0")->capture_default_str();
   app.add_option("--seed", opt->synth.seed, "Random seed of the weights")->capture_default_str();

@@ -33,6 +33,8 @@ class GgufWriter {
 
   uint32_t alignment() const;
 
+  size_t tensor_count() const { return tensors_.size(); }
+
  private:
   struct Tensor {
     std::string name;
