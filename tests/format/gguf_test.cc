@@ -136,3 +136,54 @@ TEST(Gguf, Version1IsRejectedWithAHint) {
 
 }  // namespace
 }  // namespace ork
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <thread>
+
+#include "format/orkpack/orkpack.h"
+
+namespace ork {
+namespace {
+
+// Writing to a device or pipe writes through it: renaming a temporary file
+// over it (as regular outputs are written) would replace the node itself
+// (`ork synth -o /dev/null` once turned /dev/null into a regular file).
+TEST(Gguf, WriteFileToAPipeWritesThroughIt) {
+  const std::string dir = ::testing::TempDir() + "ork_fifo_test";
+  std::remove((dir + "/out").c_str());
+  ::mkdir(dir.c_str(), 0700);
+  const std::string fifo = dir + "/out";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  size_t read_bytes = 0;
+  std::thread reader([&] {
+    std::ifstream in(fifo, std::ios::binary);
+    char buf[4096];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) read_bytes += static_cast<size_t>(in.gcount());
+  });
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::make_string("llama"));
+  const Status s = w.write_file(fifo, {});
+  reader.join();
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_GT(read_bytes, 0u);
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the pipe was replaced";
+  std::remove(fifo.c_str());
+}
+
+// An orkpack needs a regular file (its header is written last, by seeking
+// back): a device is refused by name, before anything is created.
+TEST(Orkpack, WriterRefusesANonRegularOutput) {
+  auto w = OrkpackWriter::create("/dev/null", {});
+  ASSERT_FALSE(w.is_ok());
+  EXPECT_NE(w.status().message().find("/dev/null: not a regular file"), std::string::npos) << w.status().message();
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+}  // namespace
+}  // namespace ork

@@ -1,5 +1,7 @@
 #include "format/gguf/gguf_writer.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -150,7 +152,11 @@ Status GgufWriter::write(const std::function<Status(const uint8_t*, size_t)>& si
 }
 
 Status GgufWriter::write_file(const std::string& path, const DataFn& data_fn) const {
-  const std::string tmp = path + ".tmp";
+  // A device or pipe (/dev/null, a FIFO) is written in place: renaming a
+  // temporary file over it would replace the device node itself.
+  struct stat st {};
+  const bool special = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  const std::string tmp = special ? path : path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) return error(StatusCode::kIo, "{}: cannot create: {}", tmp, std::strerror(errno));
   Status status = write(
@@ -164,6 +170,7 @@ Status GgufWriter::write_file(const std::string& path, const DataFn& data_fn) co
   if (std::fclose(f) != 0 && status.is_ok()) {
     status = error(StatusCode::kIo, "{}: close failed: {}", tmp, std::strerror(errno));
   }
+  if (special) return status;
   if (!status.is_ok()) {
     std::remove(tmp.c_str());
     return status;

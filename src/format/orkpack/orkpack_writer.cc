@@ -3,6 +3,8 @@
 
 #include "format/orkpack/orkpack.h"
 
+#include <sys/stat.h>
+
 namespace ork {
 
 int64_t OrkpackTensorSpec::rows() const {
@@ -41,6 +43,12 @@ Status OrkpackWriter::pad_to(uint64_t alignment) {
 Result<OrkpackWriter> OrkpackWriter::create(const std::string& path, const std::vector<uint8_t>& metadata) {
   OrkpackWriter w;
   w.path_ = path;
+  // The header is written last (a seek back), so the output must be a
+  // regular file; renaming over a device node would replace the node.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return error(StatusCode::kInvalidArgument, "{}: not a regular file; an orkpack is written to a regular file", path);
+  }
   w.tmp_ = path + ".tmp";
   w.f_ = std::fopen(w.tmp_.c_str(), "wb");
   if (w.f_ == nullptr) return error(StatusCode::kIo, "{}: cannot create: {}", w.tmp_, std::strerror(errno));
