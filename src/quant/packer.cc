@@ -140,7 +140,18 @@ struct Measured {
   std::map<Tier, bool> rotated;  // per tier: whether the rotated variant measured better
 };
 
-Measured measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t seed) {
+// The tier rules, the tier map and the router rule fix for a tensor, if
+// any: such a tensor is measured at that tier alone (rotated or not).
+Result<std::optional<Tier>> fixed_tier(const PackOptions& o, const std::string& name) {
+  if (name.find("ffn_gate_inp") != std::string::npos) return std::optional<Tier>(Tier::kF32);  // routers
+  std::vector<PlanTensor> one(1);
+  one[0].name = name;
+  for (uint32_t id = 0; id < kTierCount; ++id) one[0].options.push_back({*tier_from_id(id), 0, 0.0});
+  ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map));
+  return one[0].fixed;
+}
+
+Measured measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t seed, std::optional<Tier> fixed) {
   Measured m;
   m.plan.name = t.name;
   m.plan.params = t.elems;
@@ -151,9 +162,10 @@ Measured measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t seed) {
   for (int64_t i = 0; i < n; ++i) sample.push_back(i * rows / n);
   const double scale_up = static_cast<double>(rows) / static_cast<double>(n);
   std::vector<Tier> tiers = o.candidates;
-  for (Tier fixed : {Tier::kF16, Tier::kF32, Tier::kI8s}) {
-    if (std::find(tiers.begin(), tiers.end(), fixed) == tiers.end()) tiers.push_back(fixed);
+  for (Tier extra : {Tier::kF16, Tier::kF32, Tier::kI8s}) {
+    if (std::find(tiers.begin(), tiers.end(), extra) == tiers.end()) tiers.push_back(extra);
   }
+  if (fixed) tiers = {*fixed};
   for (bool rotated : {false, true}) {
     if (rotated && (!o.rotate || !may_rotate(t))) continue;
     const std::vector<float> w = load_rows(t, ks, rotated, seed, &sample);
@@ -250,17 +262,22 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
       fixed_bytes += tier_data_bytes(Tier::kF32, static_cast<int64_t>(t.rows()), tier_stored_k(static_cast<int64_t>(t.ne(0))));
       continue;
     }
-    measured.push_back(measure(o, t, o.rotation_seed));
+    ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t.name));
+    measured.push_back(measure(o, t, o.rotation_seed, fixed));
   }
   std::vector<PlanTensor> plan_input;
   for (Measured& m : measured) {
     // Rules and maps may name any measured tier; the free plan uses the candidates.
+    // MoE routers (n_embd x n_expert, a few KiB) stay f32 whatever the rules
+    // say (fixed_tier): the families route in f32, and a flipped top-k costs
+    // more than any saving.
     std::vector<PlanTensor> one = {m.plan};
-    ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map));
+    if (m.plan.name.find("ffn_gate_inp") != std::string::npos) {
+      one[0].fixed = Tier::kF32;
+    } else {
+      ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map));
+    }
     PlanTensor p = one[0];
-    // MoE routers (n_embd x n_expert, a few KiB) stay f32: the families
-    // route in f32, and a flipped top-k choice costs more than any saving.
-    if (p.name.find("ffn_gate_inp") != std::string::npos) p.fixed = Tier::kF32;
     if (!p.fixed) {
       std::vector<TierOption> keep;
       for (const TierOption& opt : p.options) {
