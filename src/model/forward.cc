@@ -266,8 +266,8 @@ void Context::moe_ffn(int layer, int n) {
     moe_stats_.hits.assign(static_cast<size_t>(c_.n_layer) * n_exp, 0);
   }
   moe_acc_.assign(static_cast<size_t>(n) * E, 0.0f);
-  std::vector<int> tokens;
-  std::vector<float> weights;
+  std::vector<int32_t>& tokens = moe_tokens_;
+  std::vector<float>& weights = moe_weights_;
   for (int e = 0; e < n_exp; ++e) {
     tokens.clear();
     weights.clear();
@@ -313,7 +313,11 @@ void Context::moe_ffn(int layer, int n) {
     moe_out_.resize(static_cast<size_t>(n) * E);
     matmul(L.gate_shexp, xn_.data(), n, moe_gate_.data());
     matmul(L.up_shexp, xn_.data(), n, moe_up_.data());
-    ref::swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(n) * sff, moe_gate_.data());
+    if (fast_kernels_) {
+      cpu::swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(n) * sff, moe_gate_.data());
+    } else {
+      ref::swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(n) * sff, moe_gate_.data());
+    }
     matmul(L.down_shexp, moe_gate_.data(), n, moe_out_.data());
     for (int t = 0; t < n; ++t) {
       const float* xt = &xn_[static_cast<size_t>(t) * E];

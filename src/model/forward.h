@@ -108,7 +108,8 @@ class Context {
 
   MoeStats moe_stats_;
   std::vector<float> router_logits_, route_w_, moe_in_, moe_gate_, moe_up_, moe_out_, moe_acc_;
-  std::vector<int32_t> route_ids_;
+  std::vector<int32_t> route_ids_, moe_tokens_;
+  std::vector<float> moe_weights_;
 
   // Scratch, [n_tokens][width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, scores_;

@@ -22,8 +22,8 @@ constexpr const char* kModel = testing::kRewriteModel;
 TEST(Route, SoftmaxTopKAndRenormalisation) {
   // logits 0, ln 2, ln 4, ln 1 -> p = 1/8, 2/8, 4/8, 1/8.
   const float logits4[4] = {0.0f, std::log(2.0f), std::log(4.0f), 0.0f};
-  int32_t ids[2];
-  float w[2];
+  int32_t ids[4];
+  float w[4];
   route_token(logits4, 4, 2, /*renormalise=*/false, ids, w);
   EXPECT_EQ(ids[0], 2);
   EXPECT_EQ(ids[1], 1);
