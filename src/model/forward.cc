@@ -156,6 +156,11 @@ void add_bias(std::vector<float>& y, const std::vector<float>& bias, int n) {
 
 }  // namespace
 
+ref::RopeParams Context::rope_params() const {
+  return ref::RopeParams{c_.arch->rope_type, c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
+                          model_.rope_freqs().empty() ? nullptr : model_.rope_freqs().data()};
+}
+
 void Context::rms_norm_rows(const float* x, const float* weight, int n, int width, float* out) {
   for (int t = 0; t < n; ++t) {
     const int64_t at = static_cast<int64_t>(t) * width;
@@ -171,8 +176,7 @@ void Context::rms_norm_rows(const float* x, const float* weight, int n, int widt
 void Context::rope_rows(float* x, int n, int n_heads, const float* norm) {
   const int hd = c_.head_dim;
   const int half = c_.n_rot / 2;
-  const ref::RopeParams rope{c_.arch->rope_type, c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
-                             model_.rope_freqs().empty() ? nullptr : model_.rope_freqs().data()};
+  const ref::RopeParams rope = rope_params();
   for (int t = 0; t < n; ++t) {
     for (int h = 0; h < n_heads; ++h) {
       float* head = x + (static_cast<int64_t>(t) * n_heads + h) * hd;
@@ -351,8 +355,7 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
 
   if (fast_kernels_) {
     // The rotary angles of this batch's positions, shared by every layer and head.
-    const ref::RopeParams rope{c_.arch->rope_type, c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
-                               model_.rope_freqs().empty() ? nullptr : model_.rope_freqs().data()};
+    const ref::RopeParams rope = rope_params();
     const auto half = static_cast<size_t>(c_.n_rot / 2);
     rope_cos_.resize(static_cast<size_t>(n) * half);
     rope_sin_.resize(static_cast<size_t>(n) * half);

@@ -71,6 +71,7 @@ class Context {
   void store_kv(int layer, int n_tokens);
   void rms_norm_rows(const float* x, const float* weight, int n, int width, float* out);
   void rope_rows(float* x, int n, int n_heads, const float* norm);
+  ref::RopeParams rope_params() const;
   void matmul(const ref::WeightView& w, const float* x, int n, float* y);
   bool matmul_fast(const ref::WeightView& w, const float* x, int n, float* y);
   void prepare_activations(const ref::WeightView& w, const float* x, int n, bool quantize);

@@ -28,13 +28,7 @@ TEST(Arch, Qwen2WithNeoxRowsAndZeroBiasEqualsLlama) {
   ASSERT_TRUE(base.is_ok());
   const ModelConfig& c = (*base)->config();
   const int hd = c.head_dim;
-  std::vector<std::pair<std::string, std::vector<float>>> biases;
-  for (int l = 0; l < c.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    biases.push_back({p + "attn_q.bias", std::vector<float>(static_cast<size_t>(c.q_dim()), 0.0f)});
-    biases.push_back({p + "attn_k.bias", std::vector<float>(static_cast<size_t>(c.kv_dim()), 0.0f)});
-    biases.push_back({p + "attn_v.bias", std::vector<float>(static_cast<size_t>(c.kv_dim()), 0.0f)});
-  }
+  const auto biases = testing::qkv_biases(c);
   auto qwen2 = rewrite((*base)->gguf(), "qwen2",
                        [&](const std::string& name, std::vector<float>& data, const GgufTensorInfo& t) {
                          if (!is_qk(name)) return;
@@ -59,13 +53,7 @@ TEST(Arch, Qwen2BiasesAreApplied) {
   auto base = Model::load(testing::testdata(kModel));
   ASSERT_TRUE(base.is_ok());
   const ModelConfig& c = (*base)->config();
-  std::vector<std::pair<std::string, std::vector<float>>> biases;
-  for (int l = 0; l < c.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    biases.push_back({p + "attn_q.bias", std::vector<float>(static_cast<size_t>(c.q_dim()), 0.0f)});
-    biases.push_back({p + "attn_k.bias", std::vector<float>(static_cast<size_t>(c.kv_dim()), 0.0f)});
-    biases.push_back({p + "attn_v.bias", std::vector<float>(static_cast<size_t>(c.kv_dim()), 0.5f)});
-  }
+  const auto biases = testing::qkv_biases(c, 0.5f);
   auto qwen2 = rewrite((*base)->gguf(), "qwen2", [](auto&&...) {}, biases);
   ASSERT_NE(qwen2, nullptr);
   EXPECT_GT(max_abs_diff(logits(**base), logits(*qwen2)), 1e-2f);

@@ -105,17 +105,6 @@ std::vector<std::pair<std::string, std::vector<float>>> qk_norms(const ModelConf
   return v;
 }
 
-std::vector<std::pair<std::string, std::vector<float>>> zero_biases(const ModelConfig& c) {
-  std::vector<std::pair<std::string, std::vector<float>>> v;
-  for (int l = 0; l < c.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    v.push_back({p + "attn_q.bias", std::vector<float>(static_cast<size_t>(c.q_dim()), 0.0f)});
-    v.push_back({p + "attn_k.bias", std::vector<float>(static_cast<size_t>(c.kv_dim()), 0.0f)});
-    v.push_back({p + "attn_v.bias", std::vector<float>(static_cast<size_t>(c.kv_dim()), 0.0f)});
-  }
-  return v;
-}
-
 void expect_same_logits(const Model& dense, const Model& moe, const char* what) {
   for (bool fast : {false, true}) {
     const float d = max_abs_diff(logits(dense, fast), logits(moe, fast));
@@ -165,7 +154,7 @@ TEST(MoeEquivalence, Qwen2MoeWithSharedExpertEqualsQwen2) {
   ASSERT_TRUE(base.is_ok());
   const GgufFile& g = (*base)->gguf();
   const ModelConfig& c = (*base)->config();
-  const auto biases = zero_biases(c);
+  const auto biases = testing::qkv_biases(c);
   auto dense = rewrite(g, "qwen2", kNoEdit, biases);
   MoeParts parts = expertise(g, "qwen2moe", 4, 4, 0.5f);
   for (const GgufTensorInfo& t : g.tensors()) {

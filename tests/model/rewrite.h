@@ -78,6 +78,18 @@ inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>&
   return d;
 }
 
+// attn_{q,k,v}.bias for every layer: zero for q and k, `v_value` for v.
+inline std::vector<std::pair<std::string, std::vector<float>>> qkv_biases(const ModelConfig& c, float v_value = 0.0f) {
+  std::vector<std::pair<std::string, std::vector<float>>> v;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    v.push_back({p + "attn_q.bias", std::vector<float>(static_cast<size_t>(c.q_dim()), 0.0f)});
+    v.push_back({p + "attn_k.bias", std::vector<float>(static_cast<size_t>(c.kv_dim()), 0.0f)});
+    v.push_back({p + "attn_v.bias", std::vector<float>(static_cast<size_t>(c.kv_dim()), v_value)});
+  }
+  return v;
+}
+
 inline bool is_qk(const std::string& name) {
   return name.find("attn_q.weight") != std::string::npos || name.find("attn_k.weight") != std::string::npos;
 }
