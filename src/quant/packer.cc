@@ -2,7 +2,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "format/gguf/dequant.h"
 #include "format/gguf/gguf.h"
@@ -234,6 +237,63 @@ Result<std::vector<uint8_t>> build_metadata(const GgufFile& in, const PackOption
   return w.write_memory();
 }
 
+// Runs work(i) for i in [0, n) on `threads` threads and hands the results
+// to consume(i, result) in order, on the calling thread (which writes the
+// file). Workers stay at most a few units ahead of the consumer, so memory
+// stays at a few tensors in f32. The first error stops the work.
+template <class T>
+Status ordered_parallel(size_t n, int threads, const std::function<Result<T>(size_t)>& work,
+                        const std::function<Status(size_t, T&)>& consume) {
+  const size_t window = 2 * static_cast<size_t>(threads);
+  std::vector<std::optional<Result<T>>> slots(n);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t next = 0, consumed = 0;
+  bool stop = false;
+  auto worker = [&] {
+    for (;;) {
+      size_t i;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stop || next >= n || next < consumed + window; });
+        if (stop || next >= n) return;
+        i = next++;
+      }
+      Result<T> r = work(i);
+      std::lock_guard lock(mu);
+      slots[i].emplace(std::move(r));
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+  Status status = Status::ok();
+  for (size_t i = 0; i < n && status.is_ok(); ++i) {
+    std::optional<Result<T>> r;
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return slots[i].has_value(); });
+      r = std::move(slots[i]);
+      slots[i].reset();
+      consumed = i + 1;
+      cv.notify_all();
+    }
+    status = r->is_ok() ? consume(i, r->value()) : r->status();
+  }
+  {
+    std::lock_guard lock(mu);
+    stop = true;
+    cv.notify_all();
+  }
+  for (std::thread& t : pool) t.join();
+  return status;
+}
+
+int pack_threads(const PackOptions& o) {
+  if (o.threads > 0) return o.threads;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 }  // namespace
 
 Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress) {
@@ -251,20 +311,31 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
     }
   }
 
-  // Pass 1: measure.
+  const int threads = pack_threads(o);
+  // Pass 1: measure, one unit per worker.
   std::vector<Measured> measured;
   uint64_t fixed_bytes = 0, params = 0;
-  size_t done = 0;
-  for (const GgufTensorInfo& t : units) {
-    params += t.elems;
-    if (progress) progress(0, done++, units.size(), t.name);
-    if (!is_matrix(t)) {
-      fixed_bytes += tier_data_bytes(Tier::kF32, static_cast<int64_t>(t.rows()), tier_stored_k(static_cast<int64_t>(t.ne(0))));
-      continue;
-    }
-    ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t.name));
-    measured.push_back(measure(o, t, o.rotation_seed, fixed));
-  }
+  using MaybeMeasured = std::optional<Measured>;
+  const Status measuring = ordered_parallel<MaybeMeasured>(
+      units.size(), threads,
+      [&](size_t i) -> Result<MaybeMeasured> {
+        const GgufTensorInfo& t = units[i];
+        if (!is_matrix(t)) return MaybeMeasured();
+        ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t.name));
+        return MaybeMeasured(measure(o, t, o.rotation_seed, fixed));
+      },
+      [&](size_t i, MaybeMeasured& m) -> Status {
+        const GgufTensorInfo& t = units[i];
+        params += t.elems;
+        if (progress) progress(0, i, units.size(), t.name);
+        if (m) {
+          measured.push_back(std::move(*m));
+        } else {
+          fixed_bytes += tier_data_bytes(Tier::kF32, static_cast<int64_t>(t.rows()), tier_stored_k(static_cast<int64_t>(t.ne(0))));
+        }
+        return Status::ok();
+      });
+  ORK_RETURN_IF_ERROR(measuring);
   std::vector<PlanTensor> plan_input;
   for (Measured& m : measured) {
     // Rules and maps may name any measured tier; the free plan uses the candidates.
@@ -325,39 +396,57 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
   // Pass 2: quantize and write.
   ORK_ASSIGN_OR_RETURN(std::vector<uint8_t> metadata, build_metadata(in, o, report));
   ORK_ASSIGN_OR_RETURN(OrkpackWriter writer, OrkpackWriter::create(o.output, metadata));
-  done = 0;
-  size_t mi = 0;
-  for (const GgufTensorInfo& t : units) {
-    if (progress) progress(1, done++, units.size(), t.name);
-    const int64_t ks = tier_stored_k(static_cast<int64_t>(t.ne(0)));
-    const int64_t rows = static_cast<int64_t>(t.rows());
-    OrkpackTensorSpec spec;
-    spec.name = t.name;
-    spec.dims = t.dims;
-    spec.k_stored = ks;
-    bool rotated = false;
-    if (is_matrix(t)) {
-      const Measured& m = measured[mi++];
-      spec.tier = tiers.at(t.name);
-      rotated = m.rotated.at(spec.tier);
-    } else {
-      spec.tier = Tier::kF32;
-    }
-    spec.rotation_block = rotated ? static_cast<uint32_t>(rotation_block(ks)) : 0;
-    const std::vector<float> w = load_rows(t, ks, rotated, o.rotation_seed);
-    const std::vector<float> imp = is_matrix(t) ? importance_for(o, t, ks, rotated) : std::vector<float>{};
-    const std::optional<Hessian> hs = is_matrix(t) ? hessian_for(o, t, ks, rotated) : std::nullopt;
-    std::vector<uint8_t> data(tier_data_bytes(spec.tier, rows, ks));
-    std::vector<float> scales(tier_info(spec.tier).has_scales ? static_cast<size_t>(rows) : 0);
-    std::vector<float> scratch(scales.empty() ? static_cast<size_t>(rows) : 0);
-    const double err = quantize_measured(spec.tier, w, imp, rows, ks, hs, data.data(),
-                                         scales.empty() ? scratch.data() : scales.data());
-    double energy = weighted_energy(w, imp, ks);
-    if (hs) energy = hessian_error(w, std::vector<float>(w.size(), 0.0f), *hs);
-    spec.error = energy > 0 ? static_cast<float>(err / energy) : 0.0f;
-    ORK_RETURN_IF_ERROR(writer.add_tensor(spec, data, scales));
-    report.tensors.push_back({t.name, spec.tier, rotated, t.elems, data.size() + scales.size() * 4, spec.error});
+  // Which measured unit each matrix unit is (vectors have none).
+  std::vector<size_t> measured_index(units.size(), SIZE_MAX);
+  for (size_t i = 0, mi = 0; i < units.size(); ++i) {
+    if (is_matrix(units[i])) measured_index[i] = mi++;
   }
+  struct Packed {
+    OrkpackTensorSpec spec;
+    std::vector<uint8_t> data;
+    std::vector<float> scales;
+    bool rotated = false;
+  };
+  const Status writing = ordered_parallel<Packed>(
+      units.size(), threads,
+      [&](size_t i) -> Result<Packed> {
+        const GgufTensorInfo& t = units[i];
+        const int64_t ks = tier_stored_k(static_cast<int64_t>(t.ne(0)));
+        const int64_t rows = static_cast<int64_t>(t.rows());
+        Packed p;
+        OrkpackTensorSpec& spec = p.spec;
+        spec.name = t.name;
+        spec.dims = t.dims;
+        spec.k_stored = ks;
+        if (is_matrix(t)) {
+          const Measured& m = measured[measured_index[i]];
+          spec.tier = tiers.at(t.name);
+          p.rotated = m.rotated.at(spec.tier);
+        } else {
+          spec.tier = Tier::kF32;
+        }
+        spec.rotation_block = p.rotated ? static_cast<uint32_t>(rotation_block(ks)) : 0;
+        const std::vector<float> w = load_rows(t, ks, p.rotated, o.rotation_seed);
+        const std::vector<float> imp = is_matrix(t) ? importance_for(o, t, ks, p.rotated) : std::vector<float>{};
+        const std::optional<Hessian> hs = is_matrix(t) ? hessian_for(o, t, ks, p.rotated) : std::nullopt;
+        p.data.resize(tier_data_bytes(spec.tier, rows, ks));
+        p.scales.resize(tier_info(spec.tier).has_scales ? static_cast<size_t>(rows) : 0);
+        std::vector<float> scratch(p.scales.empty() ? static_cast<size_t>(rows) : 0);
+        const double err = quantize_measured(spec.tier, w, imp, rows, ks, hs, p.data.data(),
+                                             p.scales.empty() ? scratch.data() : p.scales.data());
+        double energy = weighted_energy(w, imp, ks);
+        if (hs) energy = hessian_error(w, std::vector<float>(w.size(), 0.0f), *hs);
+        spec.error = energy > 0 ? static_cast<float>(err / energy) : 0.0f;
+        return p;
+      },
+      [&](size_t i, Packed& p) -> Status {
+        const GgufTensorInfo& t = units[i];
+        if (progress) progress(1, i, units.size(), t.name);
+        ORK_RETURN_IF_ERROR(writer.add_tensor(p.spec, p.data, p.scales));
+        report.tensors.push_back({t.name, p.spec.tier, p.rotated, t.elems, p.data.size() + p.scales.size() * 4, p.spec.error});
+        return Status::ok();
+      });
+  ORK_RETURN_IF_ERROR(writing);
   ORK_RETURN_IF_ERROR(writer.finish());
   return report;
 }

@@ -1,7 +1,8 @@
 // ork pack: GGUF in, orkpack out. Two streaming passes over the tensors —
 // measure every candidate tier's error (on a sample of rows, rotated and
-// not), plan, then quantize and write — so peak memory is about one tensor
-// in f32, not the model.
+// not), plan, then quantize and write — each spreading tensors over the
+// threads, so peak memory is a few tensors in f32, not the model. The output
+// does not depend on the thread count.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,7 @@ struct PackOptions {
   uint64_t rotation_seed = kDefaultRotationSeed;
   std::vector<Tier> candidates = {Tier::kI4, Tier::kNf4, Tier::kI5, Tier::kI6, Tier::kI8};
   int sample_rows = 256;            // rows per tensor measured for the plan
+  int threads = 0;                  // tensors quantized side by side (0: all cores)
 };
 
 struct PackedTensorReport {

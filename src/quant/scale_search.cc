@@ -5,7 +5,37 @@
 namespace ork {
 namespace {
 
+// weighted_error for an integer grid, written so that the compiler
+// vectorises it (the scale search evaluates ~30 scales for every row of
+// every matrix: this loop is most of a pack's time). Element by element it
+// computes exactly what the generic loop does; only the order of the double
+// sum differs.
+double integer_grid_error(const float* w, const float* imp, int64_t n, const Grid& grid, float scale) {
+  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+  const auto lo = static_cast<float>(grid.lo());
+  const auto hi = static_cast<float>(grid.hi());
+  constexpr float kMagic = 12582912.0f;  // see Grid::index
+  double err = 0.0;
+  if (imp == nullptr) {
+#pragma omp simd reduction(+ : err)
+    for (int64_t j = 0; j < n; ++j) {
+      const float c = std::min(std::max(w[j] * inv, lo), hi);
+      const double d = static_cast<double>(w[j]) - static_cast<double>(scale * ((c + kMagic) - kMagic));
+      err += d * d;
+    }
+  } else {
+#pragma omp simd reduction(+ : err)
+    for (int64_t j = 0; j < n; ++j) {
+      const float c = std::min(std::max(w[j] * inv, lo), hi);
+      const double d = static_cast<double>(w[j]) - static_cast<double>(scale * ((c + kMagic) - kMagic));
+      err += static_cast<double>(imp[j]) * d * d;
+    }
+  }
+  return err;
+}
+
 double weighted_error(const float* w, const float* imp, int64_t n, const Grid& grid, float scale) {
+  if (grid.is_integers()) return integer_grid_error(w, imp, n, grid, scale);
   const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
   double err = 0.0;
   for (int64_t j = 0; j < n; ++j) {

@@ -21,8 +21,13 @@ class Grid {
   // Index of the level nearest x (ties toward the lower index).
   int index(float x) const {
     if (levels_.empty()) {
-      const float r = std::nearbyint(x);
-      return static_cast<int>(std::clamp(r, static_cast<float>(lo_), static_cast<float>(hi_))) - lo_;
+      // Clamping to integer bounds first rounds the same; adding and
+      // subtracting 1.5 * 2^23 rounds half to even like nearbyint in the
+      // default mode, but inline (nearbyint is a libm call without SSE4.1,
+      // and it was 90 % of a pack's time).
+      constexpr float kMagic = 12582912.0f;
+      const float c = std::clamp(x, static_cast<float>(lo_), static_cast<float>(hi_));
+      return static_cast<int>((c + kMagic) - kMagic) - lo_;
     }
     const auto it = std::lower_bound(levels_.begin(), levels_.end(), x);
     if (it == levels_.begin()) return 0;
@@ -33,6 +38,10 @@ class Grid {
   float level(int index) const {
     return levels_.empty() ? static_cast<float>(lo_ + index) : levels_[static_cast<size_t>(index)];
   }
+  // The integers lo..hi rather than a codebook.
+  bool is_integers() const { return levels_.empty(); }
+  int lo() const { return lo_; }
+  int hi() const { return hi_; }
   float max_abs() const {
     return levels_.empty() ? static_cast<float>(std::max(-lo_, hi_))
                            : std::max(-levels_.front(), levels_.back());

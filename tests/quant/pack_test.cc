@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "format/gguf/gguf.h"
 #include "format/gguf/gguf_writer.h"
 #include "model/forward.h"
 #include "model/perplexity.h"
@@ -162,6 +163,31 @@ TEST(Pack, TierMapRoundTrips) {
   again.output = ::testing::TempDir() + "/b.orkpack";
   again.tier_map = *map;
   EXPECT_EQ(pack(again).tier_map, first.tier_map);
+}
+
+std::vector<char> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Tensors are measured and quantized side by side; the file is written in
+// order and must not depend on how many threads did the work.
+TEST(Pack, OutputDoesNotDependOnThreads) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto in = GgufFile::open(testing::testdata(kModel));
+  ASSERT_TRUE(in.is_ok());
+  std::vector<std::vector<char>> files;
+  for (int threads : {1, 3}) {
+    PackOptions o;
+    o.output = ::testing::TempDir() + "/threads" + std::to_string(threads) + ".orkpack";
+    o.bpw = 4.5;
+    o.threads = threads;
+    const PackReport r = pack(o);
+    EXPECT_EQ(r.tensors.size(), in->tensors().size()) << threads;
+    files.push_back(file_bytes(o.output));
+  }
+  ASSERT_FALSE(files[0].empty());
+  EXPECT_TRUE(files[0] == files[1]);
 }
 
 TEST(Pack, BadRulesAndMapsAreClearErrors) {

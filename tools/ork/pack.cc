@@ -26,6 +26,7 @@ struct PackCliOptions {
   bool no_gptq = false;
   int calib_ctx = 128;
   int calib_chunks = 64;
+  int threads = 0;
 };
 
 int pack(const PackCliOptions& c) {
@@ -34,6 +35,7 @@ int pack(const PackCliOptions& c) {
   o.output = c.output;
   o.rotate = !c.no_rotate;
   o.gptq = !c.no_gptq;
+  o.threads = c.threads;
   if (c.budget > 0) o.budget = c.budget;
   if (c.bpw > 0) o.bpw = c.bpw;
   if (!c.uniform.empty()) {
@@ -127,6 +129,8 @@ Runner add_pack(CLI::App& app) {
   app.add_flag("--no-rotate", c->no_rotate, "Never rotate (default: rotate each tensor where it measures better)");
   app.add_flag("--no-gptq", c->no_gptq,
                "Round to nearest only (default: error-correcting rounding where the imatrix has input covariances)");
+  app.add_option("-t,--threads", c->threads, "Tensors quantized side by side (default: all cores)")
+      ->check(CLI::PositiveNumber);
   return [c] { return pack(*c); };
 }
 
