@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/thread_pool.h"
+#include "engines/npu/npu_engine.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "model/moe.h"
@@ -14,6 +15,61 @@ namespace ork {
 Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
     : model_(model), c_(model.config()), n_ctx_(n_ctx > 0 ? n_ctx : model.config().n_ctx_train),
       pool_(pool != nullptr ? pool : &ThreadPool::global()) {}
+
+Context::~Context() { set_npu(nullptr); }
+
+void Context::set_npu(npu::NpuEngine* engine) {
+  if (npu_ != nullptr) {
+    for (const void* p : npu_pinned_) npu_->unpin(p);
+  }
+  npu_pinned_.clear();
+  npu_ = engine;
+}
+
+// The KV cache stays mapped in the NPU's window (pinned) for the Context's
+// life; re-pinned if the cache was reallocated.
+void Context::pin_kv_cache() {
+  if (npu_ == nullptr) return;
+  std::vector<std::pair<const void*, size_t>> want;
+  for (auto [p, bytes] : {std::pair<const void*, size_t>{k_cache16_.data(), k_cache16_.size() * 2},
+                          {v_cache16_.data(), v_cache16_.size() * 2}, {k_cache_.data(), k_cache_.size() * 4},
+                          {v_cache_.data(), v_cache_.size() * 4}}) {
+    if (bytes > 0) want.emplace_back(p, bytes);
+  }
+  std::vector<const void*> ptrs;
+  for (const auto& w : want) ptrs.push_back(w.first);
+  if (ptrs == npu_pinned_) return;
+  for (const void* p : npu_pinned_) npu_->unpin(p);
+  npu_pinned_.clear();
+  for (const auto& [p, bytes] : want) {
+    if (npu_->pin(p, static_cast<int64_t>(bytes)).is_ok()) npu_pinned_.push_back(p);
+  }
+}
+
+// Prefill matmuls the NPU supports run there: the input padded and rotated
+// as the tensor is stored; the engine quantizes it for its datapath.
+bool Context::matmul_npu(const ref::WeightView& w, const float* x, int n, float* y) {
+  if (npu_ == nullptr || n < 2) return false;
+  const MatmulOp op{w.is_tier ? w.tier : Tier::kF32, n, w.is_tier ? w.k_stored : w.cols, w.rows};
+  if (!w.is_tier || !npu_->supports(op).ok) {  // GGUF matrices are not orkpack tiers
+    ++npu_stats_.refused;
+    return false;
+  }
+  prepare_activations(w, x, n, false);
+  MatmulJob job;
+  job.op = op;
+  job.w = w.tier_tensor();
+  job.x = act_f32_.data();
+  job.y = y;
+  job.ldy = w.rows;
+  auto fence = npu_->submit(job);
+  if (!fence.is_ok() || !Engine::wait(*fence).is_ok()) {
+    ++npu_stats_.failed;  // the CPU computes it instead
+    return false;
+  }
+  ++npu_stats_.matmuls;
+  return true;
+}
 
 void Context::set_fast_kernels(bool on) {
   if (on == fast_kernels_) return;
@@ -113,6 +169,7 @@ bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float
 
 void Context::matmul(const ref::WeightView& w, const float* x, int n, float* y) {
   if (observer_) observer_(w, x, n);
+  if (matmul_npu(w, x, n, y)) return;
   if (matmul_fast(w, x, n, y)) return;
   // Output rows are independent: split them over the pool. Each slice runs
   // the reference kernel, so results do not depend on the thread count.
@@ -349,6 +406,7 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
     }
   }
   resize_scratch(n);
+  pin_kv_cache();
   const int E = c_.n_embd;
 
   for (int t = 0; t < n; ++t) ref::dequantize_row(model_.token_embd(), tokens[t], &x_[static_cast<size_t>(t) * E]);

@@ -20,12 +20,19 @@
 namespace ork {
 
 class ThreadPool;
+class Engine;
+namespace npu {
+class NpuEngine;
+}
 
 class Context {
  public:
   // n_ctx: positions the KV cache holds (0 = the model's trained context).
   // pool: threads that split each matmul's rows (null: the global pool).
   Context(const Model& model, int n_ctx = 0, ThreadPool* pool = nullptr);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
 
   // Evaluates `tokens` at positions n_past()..n_past()+n-1 as one batch and
   // appends them to the cache. Returns the logits of the last token (n_vocab
@@ -44,6 +51,18 @@ class Context {
   // Fast path only: read i8s tensors' high plane alone (i4 bytes and speed,
   // i4 accuracy) instead of both planes (int8 codes). Default off.
   void set_i8s_high_only(bool on) { i8s_high_only_ = on; }
+
+  // Static NPU placement until the dispatcher exists: every matmul over
+  // more than one token (prefill) whose tier the engine supports runs on
+  // it; decode stays on the CPU. The KV cache is pinned in the engine's
+  // address window. Null: CPU only. The engine must outlive the Context.
+  void set_npu(npu::NpuEngine* engine);
+  struct NpuStats {
+    uint64_t matmuls = 0;           // run on the NPU
+    uint64_t refused = 0;           // M > 1 but not supported there (ran on the CPU)
+    uint64_t failed = 0;            // submitted, but the device reported an error (ran on the CPU)
+  };
+  const NpuStats& npu_stats() const { return npu_stats_; }
 
   // Called with every matmul's weight and input (n_tokens x cols floats)
   // before it runs: how importance matrices are collected.
@@ -74,6 +93,8 @@ class Context {
   ref::RopeParams rope_params() const;
   void matmul(const ref::WeightView& w, const float* x, int n, float* y);
   bool matmul_fast(const ref::WeightView& w, const float* x, int n, float* y);
+  bool matmul_npu(const ref::WeightView& w, const float* x, int n, float* y);
+  void pin_kv_cache();
   void prepare_activations(const ref::WeightView& w, const float* x, int n, bool quantize);
   const float* rotation_signs(int64_t k, uint64_t seed);
   void resize_scratch(int n_tokens);
@@ -108,6 +129,9 @@ class Context {
   std::vector<float> rope_cos_, rope_sin_;  // [token][n_rot / 2] of this batch
 
   MoeStats moe_stats_;
+  npu::NpuEngine* npu_ = nullptr;
+  NpuStats npu_stats_;
+  std::vector<const void*> npu_pinned_;
   std::vector<float> router_logits_, route_w_, moe_in_, moe_gate_, moe_up_, moe_out_, moe_acc_;
   std::vector<int32_t> route_ids_, moe_tokens_;
   std::vector<float> moe_weights_;

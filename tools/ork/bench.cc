@@ -10,6 +10,7 @@
 #include <random>
 
 #include "commands.h"
+#include "npu_cli.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/targets.h"
@@ -25,6 +26,7 @@ struct BenchOptions {
   int n_gen = 128;
   int reps = 3;
   int threads = 0;
+  NpuCli npu;
   bool json = false;
 };
 
@@ -70,7 +72,7 @@ std::string cpu_name() {
   return "unknown";
 }
 
-int bench(const BenchOptions& o) {
+int bench(BenchOptions& o) {
   if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
   ThreadPool& pool = ThreadPool::global();
   std::unique_ptr<Model> model;
@@ -93,9 +95,13 @@ int bench(const BenchOptions& o) {
   std::uniform_int_distribution<int32_t> tok(3, c.n_vocab - 1);
   std::fprintf(stderr, "ork: measuring read bandwidth (%d threads)...\n", pool.size());
   const double bw = read_bandwidth(pool);
+  NpuCli& npu_cli = o.npu;
+  if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
+  Context::NpuStats placed;
   std::vector<double> pp, tg, expert_bpt;
   for (int r = 0; r < o.reps; ++r) {
     Context ctx(*model, n_ctx);
+    ctx.set_npu(npu_cli.engine());
     std::vector<int32_t> prompt(static_cast<size_t>(std::min(o.n_prompt, n_ctx - o.n_gen - 1)));
     for (auto& t : prompt) t = tok(rng);
     if (!prompt.empty()) {
@@ -112,6 +118,9 @@ int bench(const BenchOptions& o) {
       if (!l.is_ok()) return fail(l.status().to_string());
     }
     tg.push_back(o.n_gen / (now_s() - t1));
+    placed.matmuls += ctx.npu_stats().matmuls;
+    placed.refused += ctx.npu_stats().refused;
+    placed.failed += ctx.npu_stats().failed;
     if (o.n_gen > 0) expert_bpt.push_back(static_cast<double>(ctx.moe_stats().expert_bytes - expert_bytes0) / o.n_gen);
     std::fprintf(stderr, "  rep %d/%d: pp %.1f tok/s, tg %.1f tok/s\n", r + 1, o.reps, pp.empty() ? 0.0 : pp.back(), tg.back());
   }
@@ -136,6 +145,8 @@ int bench(const BenchOptions& o) {
   std::printf("decode  tg%-5d  %8.2f tok/s (min %.2f, max %.2f)\n", o.n_gen, g.median, g.min, g.max);
   std::printf("decode reads     %.2f MB/token = %.2f GB/s, %.1f %% of the measured read bandwidth\n",
               static_cast<double>(bpt) / 1e6, used, 100.0 * used / bw);
+  npu_cli.report(stdout, placed);
+  if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;
 }
 
@@ -148,6 +159,7 @@ Runner add_bench(CLI::App& app) {
   app.add_option("-n,--n-gen", o->n_gen, "Tokens decoded for the decode measurement")->capture_default_str();
   app.add_option("-r,--reps", o->reps, "Repetitions (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  o->npu.add_options(app);
   app.add_flag("--json", o->json, "Print one JSON object");
   return [o] { return bench(*o); };
 }

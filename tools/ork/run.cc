@@ -8,6 +8,7 @@
 #include <string>
 
 #include "commands.h"
+#include "npu_cli.h"
 #include "core/thread_pool.h"
 #include "model/forward.h"
 #include "model/sampler.h"
@@ -27,6 +28,7 @@ struct RunOptions {
   bool ignore_eos = false;
   int64_t seed = -1;
   int threads = 0;
+  NpuCli npu;
   bool stats = false;
   SamplerParams sampling;
 };
@@ -77,7 +79,7 @@ Result<std::unique_ptr<Model>> load_or_synthesize(const std::string& path) {
 
 void print_stats(const Model& model, const Context::MoeStats& s, const Context::MoeStats& before_gen, int generated);
 
-int run(const RunOptions& opt) {
+int run(RunOptions& opt) {
   if (opt.threads > 0) ThreadPool::set_default_threads(opt.threads);
   std::string prompt = opt.prompt;
   if (!opt.prompt_file.empty()) {
@@ -117,7 +119,10 @@ int run(const RunOptions& opt) {
   Sampler sampler(sp);
   for (int32_t id : prompt_ids) sampler.accept(id);
 
+  NpuCli& npu_cli = opt.npu;
+  if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
   Context ctx(**model, n_ctx);
+  ctx.set_npu(npu_cli.engine());
   Streamer out;
   out.write(prompt);
 
@@ -154,6 +159,9 @@ int run(const RunOptions& opt) {
   std::fprintf(stderr, "ork: generation: %5d tokens in %8.2f ms (%8.2f tok/s)\n", generated, gen_s * 1e3,
                generated / gen_s);
   if (opt.stats) print_stats(**model, ctx.moe_stats(), prompt_stats, generated);
+  npu_cli.report(stderr, ctx.npu_stats());
+  ctx.set_npu(nullptr);
+  if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;
 }
 
@@ -216,6 +224,7 @@ Runner add_run(CLI::App& app) {
   app.add_option("-s,--seed", opt->seed, "Random seed (default: random, printed)");
   app.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-text token");
   app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(CLI::PositiveNumber);
+  opt->npu.add_options(app);
   app.add_flag("--stats", opt->stats, "After the run: weight bytes read per token and per-layer expert usage (MoE)");
   return [opt] { return run(*opt); };
 }

@@ -1,0 +1,629 @@
+#include "engines/npu/vnpu.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "kernels/cpu/quant_matmul.h"
+
+namespace ork::npu {
+namespace {
+
+constexpr int64_t kPage = 4096;
+int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+}  // namespace
+
+// ---------------------------------------------------------------- window
+
+std::optional<DevAddr> AddressWindow::find_gap(int64_t bytes) const {
+  int64_t at = kPage;  // address 0 stays unmapped
+  for (const auto& [addr, m] : by_addr_) {
+    if (at + bytes <= static_cast<int64_t>(addr)) return static_cast<DevAddr>(at);
+    at = align_up(static_cast<int64_t>(addr) + m.bytes, kPage);
+  }
+  if (at + bytes <= bytes_) return static_cast<DevAddr>(at);
+  return std::nullopt;
+}
+
+void AddressWindow::unmap_locked(DevAddr addr) {
+  const auto it = by_addr_.find(addr);
+  if (it == by_addr_.end()) return;
+  TraceScope t(trace_, TraceKind::kUnmap, session_, static_cast<int64_t>(stats_.unmaps + 1));
+  stats_.mapped_bytes -= it->second.bytes;
+  if (it->second.pinned) stats_.pinned_bytes -= it->second.bytes;
+  by_host_.erase(it->second.host);
+  by_addr_.erase(it);
+  ++stats_.unmaps;
+}
+
+Result<DevAddr> AddressWindow::map(const void* host, int64_t bytes, bool pinned, uint64_t job) {
+  std::lock_guard lock(mu_);
+  bytes = std::max<int64_t>(bytes, 1);
+  if (const auto it = by_host_.find(host); it != by_host_.end()) {
+    Mapping& m = by_addr_.at(it->second);
+    if (m.bytes == bytes) {
+      m.last_job = job;
+      m.last_use = ++clock_;
+      m.pinned = m.pinned || pinned;
+      return it->second;
+    }
+    unmap_locked(it->second);  // the same address, a different buffer now
+  }
+  if (bytes > bytes_ - kPage) {
+    return error(StatusCode::kUnsupported, "vnpu session {}: a {:.1f} MiB buffer does not fit the {:.1f} MiB address window",
+                 session_, static_cast<double>(bytes) / (1 << 20), static_cast<double>(bytes_) / (1 << 20));
+  }
+  std::optional<DevAddr> at = find_gap(bytes);
+  while (!at) {
+    // Evict the least recently used unpinned mapping the job does not use.
+    const Mapping* victim = nullptr;
+    DevAddr victim_addr = 0;
+    for (const auto& [addr, m] : by_addr_) {
+      if (m.pinned || m.last_job == job) continue;
+      if (victim == nullptr || m.last_use < victim->last_use) {
+        victim = &m;
+        victim_addr = addr;
+      }
+    }
+    if (victim == nullptr) {
+      return error(StatusCode::kUnsupported,
+                   "vnpu session {}: the {:.1f} MiB address window cannot hold a {:.1f} MiB buffer: {:.1f} MiB pinned, "
+                   "the rest in use by this job",
+                   session_, static_cast<double>(bytes_) / (1 << 20), static_cast<double>(bytes) / (1 << 20),
+                   static_cast<double>(stats_.pinned_bytes) / (1 << 20));
+    }
+    unmap_locked(victim_addr);
+    ++stats_.evictions;
+    at = find_gap(bytes);
+  }
+  TraceScope t(trace_, TraceKind::kMap, session_, static_cast<int64_t>(stats_.maps + 1));
+  by_addr_[*at] = {static_cast<uint8_t*>(const_cast<void*>(host)), bytes, pinned, job, ++clock_};
+  by_host_[host] = *at;
+  ++stats_.maps;
+  stats_.mapped_bytes += bytes;
+  if (pinned) stats_.pinned_bytes += bytes;
+  stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.mapped_bytes);
+  return *at;
+}
+
+Result<uint8_t*> AddressWindow::translate(DevAddr addr, int64_t bytes) const {
+  std::lock_guard lock(mu_);
+  auto it = by_addr_.upper_bound(addr);
+  if (it != by_addr_.begin()) {
+    --it;
+    const int64_t off = static_cast<int64_t>(addr - it->first);
+    if (off + bytes <= it->second.bytes) return it->second.host + off;
+  }
+  return error(StatusCode::kInternal, "vnpu session {}: DMA touches unmapped device range [{:#x}, +{})", session_, addr, bytes);
+}
+
+void AddressWindow::unmap(const void* host) {
+  std::lock_guard lock(mu_);
+  if (const auto it = by_host_.find(host); it != by_host_.end()) unmap_locked(it->second);
+}
+
+Result<DevAddr> AddressWindow::lookup(const void* host) const {
+  std::lock_guard lock(mu_);
+  if (const auto it = by_host_.find(host); it != by_host_.end()) return it->second;
+  return error(StatusCode::kInternal, "vnpu session {}: a pinned buffer is not mapped", session_);
+}
+
+bool AddressWindow::is_mapped(const void* host) const {
+  std::lock_guard lock(mu_);
+  return by_host_.count(host) != 0;
+}
+
+AddressWindow::Stats AddressWindow::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+// ---------------------------------------------------------------- lines
+
+void LineOwnership::reset() {
+  std::lock_guard lock(mu_);
+  owner_.clear();
+}
+
+void LineOwnership::record(int session, const uint8_t* begin, int64_t bytes) {
+  if (bytes <= 0) return;
+  const auto first = reinterpret_cast<uintptr_t>(begin) / kLineBytes;
+  const auto last = (reinterpret_cast<uintptr_t>(begin) + static_cast<uintptr_t>(bytes) - 1) / kLineBytes;
+  std::lock_guard lock(mu_);
+  for (uintptr_t line = first; line <= last; ++line) {
+    const auto [it, fresh] = owner_.emplace(line, session);
+    if (!fresh && it->second != session) ++conflicts_;
+  }
+}
+
+// ---------------------------------------------------------------- DMA
+
+DmaQueue::DmaQueue(Session* s) : s_(s), thread_([this] { serve(); }) {}
+
+DmaQueue::~DmaQueue() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void DmaQueue::push(const DmaDesc& d) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back({d, false, Status::ok()});
+    ++pushes_;
+  }
+  cv_.notify_all();
+}
+
+Status DmaQueue::pop(int64_t progress) {
+  TraceScope t(s_->trace(), TraceKind::kDmaWait, s_->index(), progress);
+  std::unique_lock lock(mu_);
+  if (queue_.empty()) return error(StatusCode::kInternal, "vnpu session {}: DMA pop with nothing pushed", s_->index());
+  cv_.wait(lock, [&] { return queue_.front().done; });
+  Status st = std::move(queue_.front().status);
+  queue_.pop_front();
+  --next_;
+  ++pops_;
+  return st;
+}
+
+Status DmaQueue::flush() {
+  Status first = Status::ok();
+  while (outstanding() > 0) {
+    Status s = pop(-1);
+    if (first.is_ok() && !s.is_ok()) first = std::move(s);
+  }
+  return first;
+}
+
+int64_t DmaQueue::outstanding() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int64_t>(queue_.size());
+}
+
+Status DmaQueue::execute(const DmaDesc& d) {
+  const int64_t ddr_span = (d.rows - 1) * d.ddr_stride + d.row_bytes;
+  const int64_t vtcm_span = (d.rows - 1) * d.vtcm_stride + d.row_bytes;
+  if (d.rows < 1 || d.row_bytes < 0 || d.vtcm < 0 || d.vtcm + vtcm_span > s_->vtcm_bytes()) {
+    return error(StatusCode::kInternal, "vnpu session {}: DMA descriptor outside VTCM ({} + {} > {})", s_->index(), d.vtcm,
+                 vtcm_span, s_->vtcm_bytes());
+  }
+  ORK_ASSIGN_OR_RETURN(uint8_t * ddr, s_->window().translate(d.ddr, ddr_span));
+  uint8_t* vtcm = s_->vtcm() + d.vtcm;
+  for (int64_t r = 0; r < d.rows; ++r) {
+    uint8_t* dp = ddr + r * d.ddr_stride;
+    uint8_t* vp = vtcm + r * d.vtcm_stride;
+    if (d.to_vtcm) {
+      std::memcpy(vp, dp, static_cast<size_t>(d.row_bytes));
+    } else {
+      std::memcpy(dp, vp, static_cast<size_t>(d.row_bytes));
+      if (LineOwnership* lines = s_->lines()) lines->record(s_->index(), dp, d.row_bytes);
+    }
+  }
+  bytes_ += d.rows * d.row_bytes;
+  return Status::ok();
+}
+
+void DmaQueue::serve() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || next_ < queue_.size(); });
+    if (stop_) return;
+    const DmaDesc d = queue_[next_].d;
+    lock.unlock();
+    Status st = execute(d);
+    lock.lock();
+    queue_[next_].status = std::move(st);
+    queue_[next_].done = true;
+    ++next_;
+    cv_.notify_all();
+  }
+}
+
+// ---------------------------------------------------------------- params
+
+Result<KernelParams> make_kernel_params(CodeKind kind, Datapath dp, int64_t m, int64_t k, int64_t n, int64_t vtcm_bytes) {
+  const bool w8 = kind == CodeKind::kI8 || kind == CodeKind::kI8s;
+  if ((dp == Datapath::kW8A8) != w8 || (dp == Datapath::kW4A4 && kind != CodeKind::kI4)) {
+    return error(StatusCode::kUnsupported, "vnpu: W8A8 reads i8 and i8s, W4A4 reads i4");
+  }
+  if (m < 1 || n < 1 || k < 32 || k % 32 != 0) {
+    return error(StatusCode::kInvalidArgument, "vnpu: bad matmul shape m={} k={} n={}", m, k, n);
+  }
+  KernelParams p;
+  p.datapath = dp;
+  p.kind = kind;
+  p.m = m;
+  p.k = k;
+  p.n = n;
+  p.row_bytes0 = plane0_row_bytes(kind, k);
+  p.row_bytes1 = plane1_row_bytes(kind, k);
+  // Tokens per block: their activations take at most half of VTCM.
+  int64_t tb = std::min<int64_t>(m, 32);
+  while (tb > 1 && align_up(tb * k, kLineBytes) + 2 * align_up(4 * tb, kLineBytes) > vtcm_bytes / 2) tb /= 2;
+  const int64_t act_bytes = align_up(tb * k, kLineBytes) + 2 * align_up(4 * tb, kLineBytes);
+  if (act_bytes > vtcm_bytes / 2) {
+    return error(StatusCode::kUnsupported, "vnpu: one token's {} activations do not fit half of the {} KiB VTCM", k,
+                 vtcm_bytes / 1024);
+  }
+  p.tokens_per_block = tb;
+  // Weight and output tiles, triple-buffered (double if VTCM is tight),
+  // at most 64 rows so that even small matmuls run a pipeline.
+  const int64_t left = vtcm_bytes - act_bytes;
+  for (int buffers : {3, 2}) {
+    const int64_t per_row = p.row_bytes0 + p.row_bytes1 + 4 + 4 * tb;
+    int64_t rows = std::min<int64_t>({n, 64, left / buffers / per_row});
+    // Keep each buffer line-aligned: round rows down to a multiple of 32 when there is room.
+    if (rows > 32) rows = rows / 32 * 32;
+    while (rows >= 1 && act_bytes + buffers * (align_up(rows * (p.row_bytes0 + p.row_bytes1), kLineBytes) +
+                                               align_up(4 * rows, kLineBytes) + align_up(4 * rows * tb, kLineBytes)) >
+                            vtcm_bytes) {
+      --rows;
+    }
+    if (rows >= 1) {
+      p.rows_per_tile = rows;
+      p.buffers = buffers;
+      break;
+    }
+  }
+  if (p.rows_per_tile < 1) {
+    return error(StatusCode::kUnsupported, "vnpu: a {}-byte weight row does not fit the {} KiB VTCM twice",
+                 p.row_bytes0 + p.row_bytes1, vtcm_bytes / 1024);
+  }
+  p.tiles = (n + p.rows_per_tile - 1) / p.rows_per_tile;
+  int64_t at = 0;
+  auto take = [&](int64_t bytes) {
+    const int64_t off = at;
+    at += align_up(bytes, kLineBytes);
+    return off;
+  };
+  p.vtcm_act = take(tb * k);
+  p.vtcm_act_scale = take(4 * tb);
+  p.vtcm_act_sum = take(4 * tb);
+  for (int b = 0; b < p.buffers; ++b) {
+    p.vtcm_w[b] = take(p.rows_per_tile * (p.row_bytes0 + p.row_bytes1));
+    p.vtcm_ws[b] = take(4 * p.rows_per_tile);
+    p.vtcm_out[b] = take(4 * p.rows_per_tile * tb);
+  }
+  p.vtcm_bytes = at;
+  // Output rows (tokens) are n floats; chunks of whole rows whose bytes are
+  // a multiple of the 128-byte line.
+  p.rows_per_chunk = kLineBytes / std::gcd<int64_t>(4 * n, kLineBytes);
+  p.macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  return p;
+}
+
+// ---------------------------------------------------------------- session
+
+Session::Session(Vnpu* dev, int index, const VnpuOptions& o)
+    : dev_(dev),
+      index_(index),
+      vtcm_bytes_(o.profile.vtcm_bytes),
+      vtcm_(static_cast<uint8_t*>(::operator new[](static_cast<size_t>(o.profile.vtcm_bytes), std::align_val_t(kLineBytes))),
+            [](uint8_t* p) { ::operator delete[](p, std::align_val_t(kLineBytes)); }),
+      trace_(o.trace),
+      window_(o.window_bytes > 0 ? o.window_bytes : o.profile.window_bytes, index, o.trace),
+      dma_(std::make_unique<DmaQueue>(this)),
+      workers_(o.workers > 1 ? std::make_unique<ThreadPool>(o.workers) : nullptr),
+      thread_([this] { serve(); }) {}
+
+Session::~Session() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+LineOwnership* Session::lines() const { return dev_->lines(); }
+
+void Session::ring(std::shared_ptr<JobState> job) {
+  {
+    std::lock_guard lock(mu_);
+    doorbell_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+}
+
+void Session::serve() {
+  for (;;) {
+    std::shared_ptr<JobState> job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !doorbell_.empty(); });
+      if (stop_ && doorbell_.empty()) return;
+      job = std::move(doorbell_.front());
+      doorbell_.pop_front();
+    }
+    (void)run(*job);
+  }
+}
+
+// One job on this session: map its buffers, meet the peers, run the
+// kernel on this session's rows, drain the DMA queue, flush, meet again.
+Status Session::run(JobState& js) {
+  const DeviceJob& j = js.job;
+  const KernelParams& p = *j.p;
+  const Vnpu::Range range = dev_->partition(p, index_);
+  const uint64_t maps_before = window_.stats().maps;
+  const int64_t dma_before = dma_->bytes_moved();
+  Status st = Status::ok();
+  if (j.fail_session == index_) {
+    st = error(StatusCode::kInternal, "vnpu session {}: injected failure", index_);
+  } else if (range.count > 0) {
+    // Prepare: weights are mapped on demand; pinned buffers are mapped already.
+    const int64_t n = p.n;
+    for (auto [ptr, bytes] : {std::pair<const void*, int64_t>{j.w0, n * p.row_bytes0},
+                              {j.w1, n * p.row_bytes1}, {j.w_scales, 4 * n}}) {
+      if (ptr == nullptr || bytes == 0) continue;
+      if (auto a = window_.map(ptr, bytes, false, j.id); !a.is_ok()) {
+        st = a.status();
+        break;
+      }
+    }
+  }
+  Status pre;
+  {
+    TraceScope t(trace_, TraceKind::kFence, index_, fence_seq_ + 1);
+    pre = dev_->barrier(index_, ++fence_seq_, st, js);
+  }
+  if (st.is_ok() && !pre.is_ok()) st = pre;
+  if (st.is_ok() && range.count > 0) st = matmul(j, range.start, range.count);
+  {
+    // Dirty output: every output byte leaves VTCM by DMA, so the flush is
+    // the drain; a kernel that wrote DDR directly would clean its lines here.
+    TraceScope t(trace_, TraceKind::kFlush, index_, dma_->outstanding());
+    Status drained = dma_->flush();
+    if (st.is_ok() && !drained.is_ok()) st = drained;
+    if (st.is_ok() && (dma_->pushes() != dma_->pops())) {
+      st = error(StatusCode::kInternal, "vnpu session {}: {} DMA pushes but {} pops", index_, dma_->pushes(), dma_->pops());
+    }
+  }
+  Status post;
+  {
+    TraceScope t(trace_, TraceKind::kFence, index_, fence_seq_ + 1);
+    post = dev_->barrier(index_, ++fence_seq_, st, js);
+  }
+  if (st.is_ok()) st = post;
+  const double modeled = dev_->modeled_us(p, range.count, window_.stats().maps - maps_before, dma_->bytes_moved() - dma_before);
+  dev_->finished(js, index_, st, modeled);
+  return st;
+}
+
+// The W8A8 / W4A4 matmul for output rows (tokens) [row_start, row_start +
+// rows): DDR -> DMA -> VTCM -> compute -> VTCM -> DMA -> DDR, `buffers`
+// weight tiles in flight. Per token block: the prologue loads the block's
+// activations and primes buffers-1 weight tiles; step i pops through tile
+// i's load (popping earlier write-backs on the way: the queue is a strict
+// FIFO), computes tile i, pushes its write-back and the load of tile
+// i+buffers-1; the epilogue pops the remaining write-backs.
+Status Session::matmul(const DeviceJob& j, int64_t row_start, int64_t rows) {
+  const KernelParams& p = *j.p;
+  const int64_t n = p.n, k = p.k, rpt = p.rows_per_tile, B = p.buffers;
+  auto dev_addr = [&](const void* host, int64_t bytes) { return window_.map(host, bytes, false, j.id); };
+  ORK_ASSIGN_OR_RETURN(const DevAddr w0, dev_addr(j.w0, n * p.row_bytes0));
+  DevAddr w1 = 0;
+  if (p.row_bytes1 > 0) {
+    ORK_ASSIGN_OR_RETURN(w1, dev_addr(j.w1, n * p.row_bytes1));
+  }
+  ORK_ASSIGN_OR_RETURN(const DevAddr ws, dev_addr(j.w_scales, 4 * n));
+  ORK_ASSIGN_OR_RETURN(const DevAddr acts, window_.lookup(j.acts));  // pinned by the host
+  ORK_ASSIGN_OR_RETURN(const DevAddr act_scales, window_.lookup(j.act_scales));
+  ORK_ASSIGN_OR_RETURN(const DevAddr act_sums, window_.lookup(j.act_sums));
+  ORK_ASSIGN_OR_RETURN(const DevAddr out, window_.lookup(j.out));
+  // What each queued transfer is, in push order: the FIFO's mirror.
+  enum What { kAct, kLoad, kStore };
+  std::deque<std::pair<What, int64_t>> fifo;
+  auto push = [&](What what, int64_t tile, const DmaDesc& d) {
+    dma_->push(d);
+    fifo.emplace_back(what, tile);
+  };
+  // Pops in order up to and including the last transfer of (what, tile).
+  auto pop_through = [&](What what, int64_t tile) -> Status {
+    while (true) {
+      auto last = std::find_if(fifo.rbegin(), fifo.rend(), [&](const auto& e) { return e.first == what && e.second == tile; });
+      if (last == fifo.rend()) return Status::ok();
+      const auto [w, t] = fifo.front();
+      fifo.pop_front();
+      ORK_RETURN_IF_ERROR(dma_->pop(t));
+    }
+  };
+  auto tile_rows = [&](int64_t i) { return std::min(rpt, n - i * rpt); };
+  auto load = [&](int64_t i) {
+    const int64_t b = i % B, r0 = i * rpt, nr = tile_rows(i);
+    push(kLoad, i, {true, w0 + static_cast<DevAddr>(r0 * p.row_bytes0), p.vtcm_w[b], 1, nr * p.row_bytes0, 0, 0});
+    if (p.row_bytes1 > 0) {
+      push(kLoad, i, {true, w1 + static_cast<DevAddr>(r0 * p.row_bytes1), p.vtcm_w[b] + nr * p.row_bytes0, 1,
+                      nr * p.row_bytes1, 0, 0});
+    }
+    push(kLoad, i, {true, ws + static_cast<DevAddr>(4 * r0), p.vtcm_ws[b], 1, 4 * nr, 0, 0});
+  };
+  for (int64_t t0 = row_start; t0 < row_start + rows; t0 += p.tokens_per_block) {
+    const int64_t tb = std::min(p.tokens_per_block, row_start + rows - t0);
+    // Prologue: the block's activations, then the first tiles.
+    push(kAct, -1, {true, acts + static_cast<DevAddr>(t0 * k), p.vtcm_act, 1, tb * k, 0, 0});
+    push(kAct, -1, {true, act_scales + static_cast<DevAddr>(4 * t0), p.vtcm_act_scale, 1, 4 * tb, 0, 0});
+    push(kAct, -1, {true, act_sums + static_cast<DevAddr>(4 * t0), p.vtcm_act_sum, 1, 4 * tb, 0, 0});
+    for (int64_t i = 0; i < std::min<int64_t>(B - 1, p.tiles); ++i) load(i);
+    ORK_RETURN_IF_ERROR(pop_through(kAct, -1));
+    const QuantActs qa{reinterpret_cast<const int8_t*>(vtcm_.get() + p.vtcm_act),
+                       reinterpret_cast<const float*>(vtcm_.get() + p.vtcm_act_scale),
+                       reinterpret_cast<const int32_t*>(vtcm_.get() + p.vtcm_act_sum), k, static_cast<int>(tb)};
+    for (int64_t i = 0; i < p.tiles; ++i) {
+      ORK_RETURN_IF_ERROR(pop_through(kLoad, i));
+      const int64_t b = i % B, nr = tile_rows(i);
+      {
+        TraceScope t(trace_, TraceKind::kCompute, index_, i);
+        QuantWeights qw;
+        qw.kind = p.kind;
+        qw.p0 = vtcm_.get() + p.vtcm_w[b];
+        qw.p1 = p.row_bytes1 > 0 ? qw.p0 + nr * p.row_bytes0 : nullptr;
+        qw.scales = reinterpret_cast<const float*>(vtcm_.get() + p.vtcm_ws[b]);
+        qw.scale_mul = j.scale_mul;
+        qw.rows = nr;
+        qw.k = k;
+        auto* y = reinterpret_cast<float*>(vtcm_.get() + p.vtcm_out[b]);
+        if (workers_) {
+          workers_->run(nr, [&](int64_t r0, int64_t r1) { cpu::quant_matmul(qw, qa, y, nr, r0, r1); });
+        } else {
+          cpu::quant_matmul(qw, qa, y, nr, 0, nr);
+        }
+      }
+      push(kStore, i, {false, out + static_cast<DevAddr>(4 * (t0 * n + i * rpt)), p.vtcm_out[b], tb, 4 * nr, 4 * n, 4 * nr});
+      if (i + B - 1 < p.tiles) load(i + B - 1);
+    }
+    // Epilogue: drain the write-backs.
+    ORK_RETURN_IF_ERROR(pop_through(kStore, p.tiles - 1));
+  }
+  if (!fifo.empty()) return error(StatusCode::kInternal, "vnpu session {}: {} DMA transfers left unpopped", index_, fifo.size());
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------- device
+
+Vnpu::Vnpu(const VnpuOptions& o) : o_(o) {}
+
+Vnpu::~Vnpu() { sessions_.clear(); }
+
+Result<std::unique_ptr<Vnpu>> Vnpu::create(const VnpuOptions& o) {
+  if (o.sessions < 1 || o.sessions > 16) return error(StatusCode::kInvalidArgument, "vnpu: sessions must be 1..16, not {}", o.sessions);
+  if (o.workers < 1) return error(StatusCode::kInvalidArgument, "vnpu: workers must be >= 1");
+  std::unique_ptr<Vnpu> v(new Vnpu(o));
+  v->slots_ = std::make_unique<FenceSlot[]>(static_cast<size_t>(o.sessions));
+  for (int i = 0; i < o.sessions; ++i) v->sessions_.push_back(std::make_unique<Session>(v.get(), i, o));
+  return v;
+}
+
+Status Vnpu::pin(const void* host, int64_t bytes) {
+  for (auto& s : sessions_) {
+    ORK_RETURN_IF_ERROR(s->window().map(host, bytes, true, 0).status());
+  }
+  return Status::ok();
+}
+
+void Vnpu::unpin(const void* host) {
+  for (auto& s : sessions_) s->window().unmap(host);
+}
+
+Vnpu::Range Vnpu::partition(const KernelParams& p, int idx) const {
+  const int count = sessions();
+  const int64_t total = p.m;  // flattened output rows (ne1 * ne2 * ne3): tokens
+  Range all{0, idx == 0 ? total : 0};
+  if (count == 1 || p.rows_per_chunk == 0) return all;
+  const int64_t chunks = (total + p.rows_per_chunk - 1) / p.rows_per_chunk;
+  if (chunks < count) return all;  // too few aligned chunks: device 0 alone
+  const int64_t per = chunks / count;
+  Range r;
+  r.start = idx * per * p.rows_per_chunk;
+  r.count = idx == count - 1 ? total - r.start : per * p.rows_per_chunk;
+  return r;
+}
+
+Status Vnpu::barrier(int idx, uint32_t seq, const Status& mine, JobState& js) {
+  {
+    std::lock_guard lock(js.status_mu);  // peers read it once they see this arrival
+    js.status[static_cast<size_t>(idx)] = mine;
+  }
+  const uint32_t code = mine.is_ok() ? 0u : static_cast<uint32_t>(mine.code());
+  slots_[static_cast<size_t>(idx)].word.store((static_cast<uint64_t>(seq) << 32) | code, std::memory_order_release);
+  for (int spins = 0;; ++spins) {
+    bool all = true;
+    for (int p = 0; p < sessions(); ++p) {
+      const uint64_t w = slots_[static_cast<size_t>(p)].word.load(std::memory_order_acquire);
+      const auto peer_seq = static_cast<uint32_t>(w >> 32);
+      const auto peer_code = static_cast<uint32_t>(w);
+      if (static_cast<int32_t>(peer_seq - seq) < 0) {
+        all = false;
+        continue;
+      }
+      // An error at this barrier unblocks everyone at once.
+      if (peer_seq == seq && peer_code != 0 && p != idx) {
+        std::lock_guard lock(js.status_mu);
+        return js.status[static_cast<size_t>(p)];
+      }
+    }
+    if (all) break;
+    if (spins > 64) std::this_thread::yield();
+  }
+  return mine;
+}
+
+double Vnpu::modeled_us(const KernelParams& p, int64_t rows, uint64_t new_maps, int64_t dma_bytes) const {
+  const DeviceProfile& d = o_.profile;
+  const double tops = p.datapath == Datapath::kW4A4 && d.int4_tops > 0 ? d.int4_tops : d.int8_tops;
+  const double share = tops / std::max(d.cores, sessions());
+  const double compute_us = 2.0 * static_cast<double>(rows) * static_cast<double>(p.n) * static_cast<double>(p.k) / (share * 1e6);
+  const double submit = o_.doorbell ? d.submit_doorbell_us : d.submit_blocking_us;
+  // Sessions share the DRAM bandwidth.
+  const double dma_us = static_cast<double>(dma_bytes) / (d.dma_gbps * 1e3 / sessions());
+  return submit + static_cast<double>(new_maps) * d.map_us + std::max(compute_us, dma_us);
+}
+
+std::shared_ptr<JobState> Vnpu::submit(const DeviceJob& job) {
+  auto js = std::make_shared<JobState>();
+  js->job = job;
+  js->job.id = ++next_id_;
+  js->remaining = sessions();
+  js->status.assign(static_cast<size_t>(sessions()), Status::ok());
+  js->observed.assign(static_cast<size_t>(sessions()), Status::ok());
+  js->modeled_us.assign(static_cast<size_t>(sessions()), 0.0);
+  js->submit_us = clock_us();
+  if (o_.check_lines) lines_.reset();
+  {
+    TraceScope t(o_.trace, TraceKind::kSubmit, -1, static_cast<int64_t>(js->job.id));
+    for (auto& s : sessions_) s->ring(js);
+  }
+  return js;
+}
+
+void Vnpu::finished(JobState& js, int idx, Status s, double modeled) {
+  js.observed[static_cast<size_t>(idx)] = std::move(s);
+  js.modeled_us[static_cast<size_t>(idx)] = modeled;
+  std::lock_guard lock(js.mu);
+  if (--js.remaining == 0) {
+    const double device = *std::max_element(js.modeled_us.begin(), js.modeled_us.end());
+    js.deadline_us = js.submit_us + device;
+    {
+      std::lock_guard t(totals_mu_);
+      ++totals_.jobs;
+      totals_.modeled_us += device;
+    }
+    js.cv.notify_all();
+  }
+}
+
+double Vnpu::clock_us() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+bool Vnpu::done(const JobState& js) const {
+  if (js.remaining.load() != 0) return false;
+  return !o_.paced || clock_us() >= js.deadline_us;
+}
+
+Status Vnpu::wait(JobState& js) {
+  {
+    std::unique_lock lock(js.mu);
+    js.cv.wait(lock, [&] { return js.remaining.load() == 0; });
+  }
+  if (o_.paced) {
+    const double left = js.deadline_us - clock_us();
+    if (left > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(left));
+  }
+  for (const Status& s : js.observed) {
+    if (!s.is_ok()) return s;
+  }
+  return Status::ok();
+}
+
+Vnpu::Totals Vnpu::totals() const {
+  std::lock_guard lock(totals_mu_);
+  return totals_;
+}
+
+}  // namespace ork::npu
