@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/quant_types.h"
 #include "model/model.h"
 
 namespace ork {
@@ -76,6 +77,7 @@ class Context {
     std::vector<uint64_t> hits;  // [layer * n_expert + expert]: token-expert pairs
     uint64_t tokens = 0;         // tokens evaluated
     uint64_t expert_bytes = 0;   // expert matrix bytes read (each active expert once per batch)
+    uint64_t fused_layers = 0;   // layer steps decoded with the experts' matmuls fused
   };
   const MoeStats& moe_stats() const { return moe_stats_; }
 
@@ -87,6 +89,23 @@ class Context {
  private:
   void attention(int layer, int n_tokens);
   void moe_ffn(int layer, int n_tokens);
+  bool moe_decode_fused(int layer);
+  // One token's activations quantized for one stored basis.
+  struct QuantInput {
+    int64_t k = 0;
+    int block = 0;
+    uint64_t seed = 0;
+    std::vector<int8_t> codes;
+    float scale = 0;
+    int32_t sum = 0;
+  };
+  const QuantInput& quantize_input(const ref::WeightView& w, const float* x, std::deque<QuantInput>& cache);
+  struct QuantJob {
+    QuantWeights w;
+    const QuantInput* in;
+    float* y;
+  };
+  void matmuls_together(std::span<const QuantJob> jobs);
   void store_kv(int layer, int n_tokens);
   void rms_norm_rows(const float* x, const float* weight, int n, int width, float* out);
   void rope_rows(float* x, int n, int n_heads, const float* norm);

@@ -119,6 +119,7 @@ TEST(NpuModel, AModelLargerThanTheWindowGivesTheSameLogits) {
   auto large = NpuEngine::create(options(2)).value();
   const std::vector<float> want = logits(**model, large.get());
   EXPECT_EQ(large->stats().evictions, 0u);
+  EXPECT_LE(max_abs_diff(logits(**model, nullptr), want), kW8A8LogitBound);  // and the CPU path agrees
 
   npu::VnpuOptions small_o = options(2);
   small_o.window_bytes = 8 << 20;

@@ -8,6 +8,7 @@
 
 #include "model/moe.h"
 #include "model/rewrite.h"
+#include "quant/packer.h"
 #include "testdata.h"
 
 namespace ork {
@@ -231,6 +232,35 @@ TEST(MoeStats, CountsRoutedPairsAndBytes) {
   // Each active expert: gate + up + down, 3 x 256 x 256 f32.
   EXPECT_EQ(s.expert_bytes % (3ull * 256 * 256 * 4), 0u);
   EXPECT_GT(s.expert_bytes, 0u);
+}
+
+// Decode runs the routed experts as two parallel loops (gate and up of all
+// of them, then down); a batch runs them expert by expert. Same kernels,
+// same rows: a token decoded alone gets the logits it gets inside a batch,
+// bit for bit, and the stats count the same.
+TEST(MoeDecode, FusedExpertsMatchTheBatchedPathExactly) {
+  ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
+  PackOptions o;
+  o.input = testing::testdata("models/sotu-moe-f32.gguf");
+  o.output = ::testing::TempDir() + "/sotu-moe-i4.orkpack";
+  o.rules = {*parse_tier_rule(".=i4")};
+  ASSERT_TRUE(pack_model(o).is_ok());
+  auto model = Model::load(o.output);
+  ASSERT_TRUE(model.is_ok());
+  const std::vector<int32_t> ids = {1, 111, 89, 352, 1194, 40, 7, 300};
+  Context batch(**model, 32);
+  auto all = batch.eval(ids, /*all_logits=*/true);
+  ASSERT_TRUE(all.is_ok());
+  Context one(**model, 32);
+  const size_t vocab = all->size() / ids.size();
+  for (size_t t = 0; t < ids.size(); ++t) {
+    auto l = one.eval(std::span<const int32_t>(&ids[t], 1));
+    ASSERT_TRUE(l.is_ok());
+    EXPECT_TRUE(std::equal(l->begin(), l->end(), all->begin() + static_cast<std::ptrdiff_t>(t * vocab))) << "token " << t;
+  }
+  EXPECT_EQ(one.moe_stats().hits, batch.moe_stats().hits);
+  EXPECT_EQ(one.moe_stats().fused_layers, ids.size() * 4);  // every layer of every decoded token
+  EXPECT_EQ(batch.moe_stats().fused_layers, 0u);
 }
 
 }  // namespace
