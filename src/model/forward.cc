@@ -289,21 +289,22 @@ void Context::attention(int layer, int n_tokens) {
     }
     return;
   }
-  const int64_t pairs = static_cast<int64_t>(n_tokens) * c_.n_head;
+  // One (token, KV head) pair at a time: its group of query heads together.
+  const int64_t pairs = static_cast<int64_t>(n_tokens) * c_.n_head_kv;
   pool_->run(
       pairs,
       [&](int64_t begin, int64_t end) {
         thread_local std::vector<float> scores;
-        scores.resize(static_cast<size_t>(n_ctx_));
+        scores.resize(static_cast<size_t>(n_ctx_) * group);
         for (int64_t i = begin; i < end; ++i) {
-          const int t = static_cast<int>(i / c_.n_head), h = static_cast<int>(i % c_.n_head);
-          const size_t kv_off = layer_off + static_cast<size_t>(h / group) * hd;
-          cpu::attention_head_f16(&q_[static_cast<size_t>(t) * c_.q_dim() + h * hd], &k_cache16_[kv_off],
-                                  &v_cache16_[kv_off], n_past_ + t + 1, hd, c_.kv_dim(), scale, scores.data(),
-                                  &attn_[static_cast<size_t>(t) * c_.q_dim() + h * hd]);
+          const int t = static_cast<int>(i / c_.n_head_kv), kvh = static_cast<int>(i % c_.n_head_kv);
+          const size_t kv_off = layer_off + static_cast<size_t>(kvh) * hd;
+          const size_t q_off = static_cast<size_t>(t) * c_.q_dim() + static_cast<size_t>(kvh) * group * hd;
+          cpu::attention_group_f16(&q_[q_off], group, &k_cache16_[kv_off], &v_cache16_[kv_off], n_past_ + t + 1, hd,
+                                   c_.kv_dim(), scale, scores.data(), &attn_[q_off]);
         }
       },
-      std::max<int64_t>(1, 4096 / std::max(1, (n_past_ + n_tokens) * hd)));
+      std::max<int64_t>(1, 4096 / std::max(1, (n_past_ + n_tokens) * hd * group)));
 }
 
 // The mixture-of-experts FFN of one layer on xn_ (n normalised tokens),

@@ -159,6 +159,21 @@ TEST_F(FloatEveryTarget, AttentionOverF16CacheMatchesReference) {
         std::vector<float> got(want.size());
         cpu::attention_head_f16(q.data(), kh.data(), vh.data(), n_kv, head_dim, stride, scale, scores.data(), got.data());
         EXPECT_LT(max_abs_diff(got, want), 2e-6f) << cpu::target_name(t) << " head_dim=" << head_dim << " n_kv=" << n_kv;
+        // A group of query heads over the same KV head: each head's output
+        // is the one-head kernel's, bit for bit.
+        for (int group : {1, 2, 3, 4, 8}) {
+          std::vector<float> qs(static_cast<size_t>(group * head_dim)), outs(qs.size()), one(static_cast<size_t>(head_dim));
+          for (size_t i = 0; i < qs.size(); ++i) qs[i] = q[i % static_cast<size_t>(head_dim)] * (1.0f + 0.1f * static_cast<float>(i / static_cast<size_t>(head_dim)));
+          std::vector<float> group_scores(static_cast<size_t>(group * n_kv));
+          cpu::attention_group_f16(qs.data(), group, kh.data(), vh.data(), n_kv, head_dim, stride, scale, group_scores.data(),
+                                   outs.data());
+          for (int g = 0; g < group; ++g) {
+            cpu::attention_head_f16(&qs[static_cast<size_t>(g * head_dim)], kh.data(), vh.data(), n_kv, head_dim, stride, scale,
+                                    scores.data(), one.data());
+            EXPECT_TRUE(std::equal(one.begin(), one.end(), outs.begin() + g * head_dim))
+                << cpu::target_name(t) << " group " << group << " head " << g << " head_dim=" << head_dim << " n_kv=" << n_kv;
+          }
+        }
       }
     }
   }

@@ -292,6 +292,85 @@ void AttentionHeadF16(const float* q, const uint16_t* k, const uint16_t* v, int6
   }
 }
 
+// exp(s - max) in place over n scores; returns 1 / their sum. The same
+// operations, in the same order, as AttentionHeadF16's softmax.
+HWY_INLINE float SoftmaxNumerators(float* scores, int64_t n_kv) {
+  const DF d;
+  const auto L = static_cast<int>(hn::Lanes(d));
+  float max = -INFINITY;
+  for (int64_t t = 0; t < n_kv; ++t) max = std::max(max, scores[t]);
+  const auto vmax = hn::Set(d, max);
+  auto vsum = hn::Zero(d);
+  int64_t t = 0;
+  for (; t + L <= n_kv; t += L) {
+    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, scores + t), vmax));
+    hn::StoreU(e, d, scores + t);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+  if (t < n_kv) {
+    alignas(64) float e[kMaxFloatLanes];
+    std::fill(e, e + kMaxFloatLanes, max);
+    std::copy(scores + t, scores + n_kv, e);
+    hn::Store(hn::Exp(d, hn::Sub(hn::Load(d, e), vmax)), d, e);
+    for (; t < n_kv; ++t) {
+      scores[t] = e[t % L];
+      sum += scores[t];
+    }
+  }
+  return 1.0f / sum;
+}
+
+// The G query heads that share one KV head (grouped-query attention): each
+// cached key and value is widened from f16 once for the whole group rather
+// than once per head. Per head, every lane sees the same operations in the
+// same order as AttentionHeadF16, so the results are identical.
+template <int G>
+void AttentionGroup(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv, int head_dim, int64_t stride,
+                    float scale, float* scores, float* out) {
+  const DF d;
+  const auto L = static_cast<int>(hn::Lanes(d));
+  using V = hn::Vec<DF>;
+  for (int64_t t = 0; t < n_kv; ++t) {
+    const uint16_t* kt = k + t * stride;
+    V acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = hn::Zero(d);
+    for (int i = 0; i < head_dim; i += L) {
+      const auto kv = LoadF16(kt + i);
+      for (int g = 0; g < G; ++g) acc[g] = hn::MulAdd(hn::LoadU(d, q + g * head_dim + i), kv, acc[g]);
+    }
+    for (int g = 0; g < G; ++g) scores[g * n_kv + t] = hn::GetLane(hn::SumOfLanes(d, acc[g])) * scale;
+  }
+  float inv[G];
+  for (int g = 0; g < G; ++g) inv[g] = SoftmaxNumerators(scores + g * n_kv, n_kv);
+  for (int i = 0; i < head_dim; i += L) {
+    V o[G];
+    for (int g = 0; g < G; ++g) o[g] = hn::Zero(d);
+    for (int64_t s = 0; s < n_kv; ++s) {
+      const auto vv = LoadF16(v + s * stride + i);
+      for (int g = 0; g < G; ++g) o[g] = hn::MulAdd(hn::Set(d, scores[g * n_kv + s]), vv, o[g]);
+    }
+    for (int g = 0; g < G; ++g) hn::StoreU(hn::Mul(o[g], hn::Set(d, inv[g])), d, out + g * head_dim + i);
+  }
+}
+
+void AttentionGroupF16(const float* q, int group, const uint16_t* k, const uint16_t* v, int64_t n_kv, int head_dim,
+                       int64_t stride, float scale, float* scores, float* out) {
+  const auto L = static_cast<int>(hn::Lanes(DF()));
+  if (head_dim % L == 0) {
+    switch (group) {
+      case 1: return AttentionGroup<1>(q, k, v, n_kv, head_dim, stride, scale, scores, out);
+      case 2: return AttentionGroup<2>(q, k, v, n_kv, head_dim, stride, scale, scores, out);
+      case 4: return AttentionGroup<4>(q, k, v, n_kv, head_dim, stride, scale, scores, out);
+      case 8: return AttentionGroup<8>(q, k, v, n_kv, head_dim, stride, scale, scores, out);
+      default: break;
+    }
+  }
+  for (int g = 0; g < group; ++g) {
+    AttentionHeadF16(q + g * head_dim, k, v, n_kv, head_dim, stride, scale, scores, out + g * head_dim);
+  }
+}
+
 // Four independent vector sums so loads, not adds, set the pace.
 uint64_t StreamRead(const uint64_t* p, int64_t words) {
   const hn::ScalableTag<uint64_t> d;
@@ -323,6 +402,7 @@ HWY_EXPORT(Rope);
 HWY_EXPORT(Swiglu);
 HWY_EXPORT(ToF16);
 HWY_EXPORT(AttentionHeadF16);
+HWY_EXPORT(AttentionGroupF16);
 HWY_EXPORT(StreamRead);
 
 uint64_t stream_read(const uint64_t* p, int64_t words) { return HWY_DYNAMIC_DISPATCH(StreamRead)(p, words); }
@@ -351,6 +431,11 @@ void to_f16(const float* x, int64_t n, uint16_t* out) { HWY_DYNAMIC_DISPATCH(ToF
 void attention_head_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv, int head_dim,
                         int64_t stride, float scale, float* scores, float* out) {
   HWY_DYNAMIC_DISPATCH(AttentionHeadF16)(q, k, v, n_kv, head_dim, stride, scale, scores, out);
+}
+
+void attention_group_f16(const float* q, int group, const uint16_t* k, const uint16_t* v, int64_t n_kv, int head_dim,
+                         int64_t stride, float scale, float* scores, float* out) {
+  HWY_DYNAMIC_DISPATCH(AttentionGroupF16)(q, group, k, v, n_kv, head_dim, stride, scale, scores, out);
 }
 
 }  // namespace ork::cpu

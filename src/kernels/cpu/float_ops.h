@@ -37,6 +37,13 @@ void to_f16(const float* x, int64_t n, uint16_t* out);
 void attention_head_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv, int head_dim,
                         int64_t stride, float scale, float* scores, float* out);
 
+// The `group` query heads (consecutive, head_dim apart in q and out) that
+// share one KV head: each head's result is attention_head_f16's, bit for
+// bit, but each cached key and value is widened once for the group.
+// `scores` needs group * n_kv floats.
+void attention_group_f16(const float* q, int group, const uint16_t* k, const uint16_t* v, int64_t n_kv, int head_dim,
+                         int64_t stride, float scale, float* scores, float* out);
+
 // Reads `words` 64-bit words as fast as the core can and returns their
 // wrapping sum: the read-bandwidth probe of `ork bench`.
 uint64_t stream_read(const uint64_t* p, int64_t words);
