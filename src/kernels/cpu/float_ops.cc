@@ -215,6 +215,34 @@ HWY_INLINE float DotF16(const float* q, const uint16_t* k, int head_dim) {
   return dot;
 }
 
+// exp(s - max) in place over n scores; returns 1 / their sum.
+HWY_INLINE float SoftmaxNumerators(float* scores, int64_t n_kv) {
+  const DF d;
+  const auto L = static_cast<int>(hn::Lanes(d));
+  float max = -INFINITY;
+  for (int64_t t = 0; t < n_kv; ++t) max = std::max(max, scores[t]);
+  const auto vmax = hn::Set(d, max);
+  auto vsum = hn::Zero(d);
+  int64_t t = 0;
+  for (; t + L <= n_kv; t += L) {
+    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, scores + t), vmax));
+    hn::StoreU(e, d, scores + t);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+  if (t < n_kv) {
+    alignas(64) float e[kMaxFloatLanes];
+    std::fill(e, e + kMaxFloatLanes, max);
+    std::copy(scores + t, scores + n_kv, e);
+    hn::Store(hn::Exp(d, hn::Sub(hn::Load(d, e), vmax)), d, e);
+    for (; t < n_kv; ++t) {
+      scores[t] = e[t % L];
+      sum += scores[t];
+    }
+  }
+  return 1.0f / sum;
+}
+
 void AttentionHeadF16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv, int head_dim, int64_t stride,
                       float scale, float* scores, float* out) {
   const DF d;
@@ -239,29 +267,8 @@ void AttentionHeadF16(const float* q, const uint16_t* k, const uint16_t* v, int6
     }
   }
   for (; t < n_kv; ++t) scores[t] = DotF16(q, k + t * stride, head_dim) * scale;
-  float max = -INFINITY;
-  for (t = 0; t < n_kv; ++t) max = std::max(max, scores[t]);
   // Softmax numerators and their sum.
-  const auto vmax = hn::Set(d, max);
-  auto vsum = hn::Zero(d);
-  t = 0;
-  for (; t + L <= n_kv; t += L) {
-    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, scores + t), vmax));
-    hn::StoreU(e, d, scores + t);
-    vsum = hn::Add(vsum, e);
-  }
-  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
-  if (t < n_kv) {
-    alignas(64) float e[kMaxFloatLanes];
-    std::fill(e, e + kMaxFloatLanes, max);
-    std::copy(scores + t, scores + n_kv, e);
-    hn::Store(hn::Exp(d, hn::Sub(hn::Load(d, e), vmax)), d, e);
-    for (; t < n_kv; ++t) {
-      scores[t] = e[t % L];
-      sum += scores[t];
-    }
-  }
-  const float inv = 1.0f / sum;
+  const float inv = SoftmaxNumerators(scores, n_kv);
   // out = sum_s p_s v_s: up to four vectors of the head per pass over V.
   int i = 0;
   for (; i + 4 * L <= head_dim; i += 4 * L) {
@@ -290,35 +297,6 @@ void AttentionHeadF16(const float* q, const uint16_t* k, const uint16_t* v, int6
     for (int64_t s = 0; s < n_kv; ++s) acc += scores[s] * f16_to_f32(v[s * stride + i]);
     out[i] = acc * inv;
   }
-}
-
-// exp(s - max) in place over n scores; returns 1 / their sum. The same
-// operations, in the same order, as AttentionHeadF16's softmax.
-HWY_INLINE float SoftmaxNumerators(float* scores, int64_t n_kv) {
-  const DF d;
-  const auto L = static_cast<int>(hn::Lanes(d));
-  float max = -INFINITY;
-  for (int64_t t = 0; t < n_kv; ++t) max = std::max(max, scores[t]);
-  const auto vmax = hn::Set(d, max);
-  auto vsum = hn::Zero(d);
-  int64_t t = 0;
-  for (; t + L <= n_kv; t += L) {
-    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, scores + t), vmax));
-    hn::StoreU(e, d, scores + t);
-    vsum = hn::Add(vsum, e);
-  }
-  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
-  if (t < n_kv) {
-    alignas(64) float e[kMaxFloatLanes];
-    std::fill(e, e + kMaxFloatLanes, max);
-    std::copy(scores + t, scores + n_kv, e);
-    hn::Store(hn::Exp(d, hn::Sub(hn::Load(d, e), vmax)), d, e);
-    for (; t < n_kv; ++t) {
-      scores[t] = e[t % L];
-      sum += scores[t];
-    }
-  }
-  return 1.0f / sum;
 }
 
 // The G query heads that share one KV head (grouped-query attention): each
