@@ -347,6 +347,25 @@ void Context::matmuls_together(std::span<const QuantJob> jobs) {
   });
 }
 
+// Matmuls reading one input (q, k and v; gate and up). Decoding one token
+// on the fast path they run as one parallel loop, one join instead of one
+// per matrix; otherwise one after another. The same results either way.
+void Context::matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x, int n) {
+  auto quantized = [](const ref::WeightView& w) { return w.is_tier && w.tier != Tier::kF32 && w.tier != Tier::kF16; };
+  bool together = n == 1 && fast_kernels_ && !observer_;
+  for (const auto& [w, y] : outs) together = together && quantized(*w);
+  if (!together) {
+    for (const auto& [w, y] : outs) matmul(*w, x, n, y);
+    return;
+  }
+  std::deque<QuantInput> inputs;
+  std::vector<QuantJob> jobs;
+  for (const auto& [w, y] : outs) {
+    jobs.push_back({quant_weights(w->tier_tensor(), i8s_high_only_), &quantize_input(*w, x, inputs), y});
+  }
+  matmuls_together(jobs);
+}
+
 // Decode (one token) through the routed experts on the fast path: gate and
 // up of every routed expert as one parallel loop, then every down as
 // another, instead of three joins per expert. Same kernels and rows as the
@@ -518,9 +537,7 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
 
     // Attention block: x += Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x))
     rms_norm_rows(x_.data(), L.attn_norm.data(), n, E, xn_.data());
-    matmul(L.wq, xn_.data(), n, q_.data());
-    matmul(L.wk, xn_.data(), n, k_.data());
-    matmul(L.wv, xn_.data(), n, v_.data());
+    matmul_shared_input({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
     add_bias(q_, L.bq, n);
     add_bias(k_, L.bk, n);
     add_bias(v_, L.bv, n);
@@ -547,8 +564,7 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
       for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
       continue;
     }
-    matmul(L.w_gate, xn_.data(), n, gate_.data());
-    matmul(L.w_up, xn_.data(), n, up_.data());
+    matmul_shared_input({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n);
     const int64_t ff = static_cast<int64_t>(n) * c_.n_ff;
     if (fast_kernels_) {
       cpu::swiglu(gate_.data(), up_.data(), ff, gate_.data());

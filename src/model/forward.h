@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -106,6 +107,7 @@ class Context {
     float* y;
   };
   void matmuls_together(std::span<const QuantJob> jobs);
+  void matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x, int n);
   void store_kv(int layer, int n_tokens);
   void rms_norm_rows(const float* x, const float* weight, int n, int width, float* out);
   void rope_rows(float* x, int n, int n_heads, const float* norm);

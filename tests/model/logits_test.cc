@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "model/forward.h"
+#include "quant/packer.h"
 #include "testdata.h"
 
 namespace ork {
@@ -125,6 +126,32 @@ TEST(Context, BatchedPrefillEqualsIncrementalDecode) {
   std::vector<float> b;
   for (int32_t id : ids) b = *step.eval(std::span<const int32_t>(&id, 1));
   EXPECT_LE(max_abs_diff(a, b), 1e-5f);
+}
+
+// On quantized tiers the integer kernels are exact: a token decoded alone
+// (its q/k/v and gate/up matmuls run as one parallel loop each) gets the
+// logits it gets inside a batch (the prefill tiles), bit for bit.
+TEST(Context, DecodeOnTiersEqualsTheBatchExactly) {
+  ORK_REQUIRE_TESTDATA("models/tinystories656K-f32.gguf");
+  for (const char* tier : {"i4", "i8s", "i6"}) {
+    PackOptions o;
+    o.input = testing::testdata("models/tinystories656K-f32.gguf");
+    o.output = ::testing::TempDir() + "/decode_exact.orkpack";
+    o.rules = {*parse_tier_rule(std::string(".=") + tier)};
+    ASSERT_TRUE(pack_model(o).is_ok());
+    auto model = Model::load(o.output);
+    ASSERT_TRUE(model.is_ok());
+    const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 432, 17, 99};
+    Context batch(**model, 32);
+    const auto all = *batch.eval(ids, /*all_logits=*/true);
+    Context step(**model, 32);
+    const size_t vocab = all.size() / ids.size();
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const auto one = *step.eval(std::span<const int32_t>(&ids[t], 1));
+      EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + static_cast<std::ptrdiff_t>(t * vocab)))
+          << tier << " token " << t;
+    }
+  }
 }
 
 TEST(Context, RejectsOutOfRangeTokensAndOverflow) {
