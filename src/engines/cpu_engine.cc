@@ -17,6 +17,11 @@ Support CpuEngine::supports(const MatmulOp& op) const {
   return Support::yes();
 }
 
+Status CpuEngine::prepare(const MatmulOp& op) {
+  const Support s = supports(op);
+  return s.ok ? Status::ok() : error(StatusCode::kUnsupported, "{}: {}", name(), s.why);
+}
+
 Result<FencePtr> CpuEngine::submit(const MatmulJob& job) {
   const Support s = supports(job.op);
   if (!s.ok) return error(StatusCode::kUnsupported, "{}: {}", name(), s.why);

@@ -18,6 +18,8 @@ class CpuEngine final : public Engine {
 
   std::string name() const override { return kernels_ == Kernels::kFast ? "cpu" : "cpu-ref"; }
   Support supports(const MatmulOp& op) const override;
+  // The CPU kernels need no per-shape program: this only checks supports().
+  Status prepare(const MatmulOp& op) override;
   Result<FencePtr> submit(const MatmulJob& job) override;
 
  private:

@@ -62,6 +62,9 @@ class Engine {
   virtual ~Engine() = default;
   virtual std::string name() const = 0;
   virtual Support supports(const MatmulOp& op) const = 0;
+  // Builds (and caches) what the op needs on the host before any job of its
+  // shape runs; submit() prepares on first use, so calling it is optional.
+  virtual Status prepare(const MatmulOp& op) = 0;
   // The job runs when the caller waits on the fence or earlier; the caller
   // keeps every buffer alive until then.
   virtual Result<FencePtr> submit(const MatmulJob& job) = 0;

@@ -145,6 +145,7 @@ TEST(OpConsistency, EveryEngineAgreesWithTheReference) {
       const std::vector<float> x = make_acts(m, cols, w.k, seed++);
       const std::vector<float> want = reference(w, x, m, false);
       // CPU engines: A8 activations, bit for bit.
+      ASSERT_TRUE(cpu_ref.prepare({tier, m, w.k, n}).is_ok());
       EXPECT_EQ(run(cpu_ref, w, x, m), want);
       EXPECT_EQ(run(cpu_fast, w, x, m), want);
       worst_a8 = std::max(worst_a8, relative_error_vs_float(w, x, m, want));
@@ -154,6 +155,19 @@ TEST(OpConsistency, EveryEngineAgreesWithTheReference) {
       const bool w4a4 = tier == Tier::kI4;
       const std::vector<float> npu_want = w4a4 ? reference(w, x, m, true) : want;
       for (auto& e : npus) {
+        // prepare() builds the program: its descriptor lists read every
+        // weight byte once per token block and write every output column once.
+        const MatmulOp op{tier, m, w.k, n};
+        ASSERT_TRUE(e->prepare(op).is_ok());
+        const npu::KernelParams* prog = e->program(op).value();
+        int64_t w_bytes = 0, out_cols = 0;
+        for (const auto& loads : prog->tile_loads) {
+          for (const npu::DmaTemplate& d : loads) w_bytes += d.row_bytes;
+        }
+        for (const npu::DmaTemplate& d : prog->tile_stores) out_cols += d.row_bytes / 4;
+        EXPECT_EQ(w_bytes, static_cast<int64_t>(w.data.size() + 4 * w.scales.size()));
+        EXPECT_EQ(out_cols, n);
+        EXPECT_LE(prog->vtcm_bytes, e->device().options().profile.vtcm_bytes);
         const std::vector<float> got = run(*e, w, x, m);
         EXPECT_EQ(got, npu_want) << e->name();
         const double err = relative_error_vs_float(w, x, m, got);

@@ -147,7 +147,7 @@ Support NpuEngine::supports(const MatmulOp& op) const {
   return Support::yes();
 }
 
-Result<const KernelParams*> NpuEngine::prepare(const MatmulOp& op) {
+Result<const KernelParams*> NpuEngine::program(const MatmulOp& op) {
   const auto key = std::make_tuple(op.tier, op.m, op.k, op.n);
   if (const auto it = programs_.find(key); it != programs_.end()) return &it->second;
   const std::optional<Datapath> dp = datapath_of(op.tier);
@@ -189,7 +189,7 @@ Result<FencePtr> NpuEngine::submit(const MatmulJob& job) {
     in_flight_.reset();
   }
   const MatmulOp& op = job.op;
-  ORK_ASSIGN_OR_RETURN(const KernelParams* p, prepare(op));
+  ORK_ASSIGN_OR_RETURN(const KernelParams* p, program(op));
   const auto t0 = std::chrono::steady_clock::now();
   ORK_RETURN_IF_ERROR(stage(op.m, op.k, op.n));
   const auto m = static_cast<int>(op.m);

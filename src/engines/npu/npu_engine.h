@@ -25,8 +25,10 @@ class NpuEngine final : public Engine {
 
   std::string name() const override;
   Support supports(const MatmulOp& op) const override;
-  // The program cache: the KernelParams of an op, built on first use.
-  Result<const KernelParams*> prepare(const MatmulOp& op);
+  // The program cache: the KernelParams of an op (tiling, VTCM layout and
+  // DMA descriptor lists), built on first use.
+  Result<const KernelParams*> program(const MatmulOp& op);
+  Status prepare(const MatmulOp& op) override { return program(op).status(); }
   // One job in flight at a time: a submit waits for the previous job.
   Result<FencePtr> submit(const MatmulJob& job) override;
 

@@ -290,6 +290,56 @@ Result<KernelParams> make_kernel_params(CodeKind kind, Datapath dp, int64_t m, i
     p.vtcm_out[b] = take(4 * p.rows_per_tile * tb);
   }
   p.vtcm_bytes = at;
+  // The descriptor lists.
+  auto per_token = [&](Buffer b, int64_t bytes, int64_t vtcm) {
+    DmaTemplate d;
+    d.buffer = b;
+    d.per_token = bytes;
+    d.vtcm = vtcm;
+    d.row_bytes = bytes;  // one row per token, contiguous on both sides
+    d.ddr_stride = bytes;
+    d.vtcm_stride = bytes;
+    d.rows_are_tokens = true;
+    return d;
+  };
+  p.act_loads = {per_token(Buffer::kActs, k, p.vtcm_act), per_token(Buffer::kActScales, 4, p.vtcm_act_scale),
+                 per_token(Buffer::kActSums, 4, p.vtcm_act_sum)};
+  for (int64_t i = 0; i < p.tiles; ++i) {
+    const int b = static_cast<int>(i % p.buffers);
+    const int64_t r0 = i * p.rows_per_tile, nr = std::min(p.rows_per_tile, n - r0);
+    std::vector<DmaTemplate> loads;
+    DmaTemplate d;
+    d.buffer = Buffer::kW0;
+    d.ddr_offset = r0 * p.row_bytes0;
+    d.vtcm = p.vtcm_w[b];
+    d.row_bytes = nr * p.row_bytes0;
+    loads.push_back(d);
+    if (p.row_bytes1 > 0) {
+      d.buffer = Buffer::kW1;
+      d.ddr_offset = r0 * p.row_bytes1;
+      d.vtcm = p.vtcm_w[b] + nr * p.row_bytes0;
+      d.row_bytes = nr * p.row_bytes1;
+      loads.push_back(d);
+    }
+    d.buffer = Buffer::kWScales;
+    d.ddr_offset = 4 * r0;
+    d.vtcm = p.vtcm_ws[b];
+    d.row_bytes = 4 * nr;
+    loads.push_back(d);
+    p.tile_loads.push_back(std::move(loads));
+    // Write-back: the block's tokens x this tile's rows, 2-D.
+    DmaTemplate st;
+    st.buffer = Buffer::kOut;
+    st.to_vtcm = false;
+    st.ddr_offset = 4 * r0;
+    st.per_token = 4 * n;
+    st.vtcm = p.vtcm_out[b];
+    st.row_bytes = 4 * nr;
+    st.ddr_stride = 4 * n;
+    st.vtcm_stride = 4 * nr;
+    st.rows_are_tokens = true;
+    p.tile_stores.push_back(st);
+  }
   // Output rows (tokens) are n floats; chunks of whole rows whose bytes are
   // a multiple of the 128-byte line.
   p.rows_per_chunk = kLineBytes / std::gcd<int64_t>(4 * n, kLineBytes);
@@ -404,51 +454,52 @@ Status Session::run(JobState& js) {
 // i+buffers-1; the epilogue pops the remaining write-backs.
 Status Session::matmul(const DeviceJob& j, int64_t row_start, int64_t rows) {
   const KernelParams& p = *j.p;
-  const int64_t n = p.n, k = p.k, rpt = p.rows_per_tile, B = p.buffers;
+  const int64_t n = p.n, k = p.k, B = p.buffers;
+  // Device addresses of the job's buffers: weights mapped on demand, the
+  // host's staging pinned.
+  DevAddr base[7] = {};
   auto dev_addr = [&](const void* host, int64_t bytes) { return window_.map(host, bytes, false, j.id); };
-  ORK_ASSIGN_OR_RETURN(const DevAddr w0, dev_addr(j.w0, n * p.row_bytes0));
-  DevAddr w1 = 0;
+  ORK_ASSIGN_OR_RETURN(base[static_cast<int>(Buffer::kW0)], dev_addr(j.w0, n * p.row_bytes0));
   if (p.row_bytes1 > 0) {
-    ORK_ASSIGN_OR_RETURN(w1, dev_addr(j.w1, n * p.row_bytes1));
+    ORK_ASSIGN_OR_RETURN(base[static_cast<int>(Buffer::kW1)], dev_addr(j.w1, n * p.row_bytes1));
   }
-  ORK_ASSIGN_OR_RETURN(const DevAddr ws, dev_addr(j.w_scales, 4 * n));
-  ORK_ASSIGN_OR_RETURN(const DevAddr acts, window_.lookup(j.acts));  // pinned by the host
-  ORK_ASSIGN_OR_RETURN(const DevAddr act_scales, window_.lookup(j.act_scales));
-  ORK_ASSIGN_OR_RETURN(const DevAddr act_sums, window_.lookup(j.act_sums));
-  ORK_ASSIGN_OR_RETURN(const DevAddr out, window_.lookup(j.out));
+  ORK_ASSIGN_OR_RETURN(base[static_cast<int>(Buffer::kWScales)], dev_addr(j.w_scales, 4 * n));
+  ORK_ASSIGN_OR_RETURN(base[static_cast<int>(Buffer::kActs)], window_.lookup(j.acts));
+  ORK_ASSIGN_OR_RETURN(base[static_cast<int>(Buffer::kActScales)], window_.lookup(j.act_scales));
+  ORK_ASSIGN_OR_RETURN(base[static_cast<int>(Buffer::kActSums)], window_.lookup(j.act_sums));
+  ORK_ASSIGN_OR_RETURN(base[static_cast<int>(Buffer::kOut)], window_.lookup(j.out));
   // What each queued transfer is, in push order: the FIFO's mirror.
   enum What { kAct, kLoad, kStore };
   std::deque<std::pair<What, int64_t>> fifo;
-  auto push = [&](What what, int64_t tile, const DmaDesc& d) {
+  int64_t t0 = 0, tb = 0;  // the current token block
+  auto push = [&](What what, int64_t tile, const DmaTemplate& t) {
+    DmaDesc d;
+    d.to_vtcm = t.to_vtcm;
+    d.ddr = base[static_cast<int>(t.buffer)] + static_cast<DevAddr>(t.ddr_offset + t0 * t.per_token);
+    d.vtcm = t.vtcm;
+    d.rows = t.rows_are_tokens ? tb : t.rows;
+    d.row_bytes = t.row_bytes;
+    d.ddr_stride = t.ddr_stride;
+    d.vtcm_stride = t.vtcm_stride;
     dma_->push(d);
     fifo.emplace_back(what, tile);
   };
   // Pops in order up to and including the last transfer of (what, tile).
   auto pop_through = [&](What what, int64_t tile) -> Status {
-    while (true) {
-      auto last = std::find_if(fifo.rbegin(), fifo.rend(), [&](const auto& e) { return e.first == what && e.second == tile; });
-      if (last == fifo.rend()) return Status::ok();
-      const auto [w, t] = fifo.front();
+    while (std::any_of(fifo.begin(), fifo.end(), [&](const auto& e) { return e.first == what && e.second == tile; })) {
+      const int64_t t = fifo.front().second;
       fifo.pop_front();
       ORK_RETURN_IF_ERROR(dma_->pop(t));
     }
+    return Status::ok();
   };
-  auto tile_rows = [&](int64_t i) { return std::min(rpt, n - i * rpt); };
   auto load = [&](int64_t i) {
-    const int64_t b = i % B, r0 = i * rpt, nr = tile_rows(i);
-    push(kLoad, i, {true, w0 + static_cast<DevAddr>(r0 * p.row_bytes0), p.vtcm_w[b], 1, nr * p.row_bytes0, 0, 0});
-    if (p.row_bytes1 > 0) {
-      push(kLoad, i, {true, w1 + static_cast<DevAddr>(r0 * p.row_bytes1), p.vtcm_w[b] + nr * p.row_bytes0, 1,
-                      nr * p.row_bytes1, 0, 0});
-    }
-    push(kLoad, i, {true, ws + static_cast<DevAddr>(4 * r0), p.vtcm_ws[b], 1, 4 * nr, 0, 0});
+    for (const DmaTemplate& t : p.tile_loads[static_cast<size_t>(i)]) push(kLoad, i, t);
   };
-  for (int64_t t0 = row_start; t0 < row_start + rows; t0 += p.tokens_per_block) {
-    const int64_t tb = std::min(p.tokens_per_block, row_start + rows - t0);
+  for (t0 = row_start; t0 < row_start + rows; t0 += p.tokens_per_block) {
+    tb = std::min(p.tokens_per_block, row_start + rows - t0);
     // Prologue: the block's activations, then the first tiles.
-    push(kAct, -1, {true, acts + static_cast<DevAddr>(t0 * k), p.vtcm_act, 1, tb * k, 0, 0});
-    push(kAct, -1, {true, act_scales + static_cast<DevAddr>(4 * t0), p.vtcm_act_scale, 1, 4 * tb, 0, 0});
-    push(kAct, -1, {true, act_sums + static_cast<DevAddr>(4 * t0), p.vtcm_act_sum, 1, 4 * tb, 0, 0});
+    for (const DmaTemplate& t : p.act_loads) push(kAct, -1, t);
     for (int64_t i = 0; i < std::min<int64_t>(B - 1, p.tiles); ++i) load(i);
     ORK_RETURN_IF_ERROR(pop_through(kAct, -1));
     const QuantActs qa{reinterpret_cast<const int8_t*>(vtcm_.get() + p.vtcm_act),
@@ -456,7 +507,7 @@ Status Session::matmul(const DeviceJob& j, int64_t row_start, int64_t rows) {
                        reinterpret_cast<const int32_t*>(vtcm_.get() + p.vtcm_act_sum), k, static_cast<int>(tb)};
     for (int64_t i = 0; i < p.tiles; ++i) {
       ORK_RETURN_IF_ERROR(pop_through(kLoad, i));
-      const int64_t b = i % B, nr = tile_rows(i);
+      const int64_t b = i % B, nr = std::min(p.rows_per_tile, n - i * p.rows_per_tile);
       {
         TraceScope t(trace_, TraceKind::kCompute, index_, i);
         QuantWeights qw;
@@ -474,7 +525,7 @@ Status Session::matmul(const DeviceJob& j, int64_t row_start, int64_t rows) {
           cpu::quant_matmul(qw, qa, y, nr, 0, nr);
         }
       }
-      push(kStore, i, {false, out + static_cast<DevAddr>(4 * (t0 * n + i * rpt)), p.vtcm_out[b], tb, 4 * nr, 4 * n, 4 * nr});
+      push(kStore, i, p.tile_stores[static_cast<size_t>(i)]);
       if (i + B - 1 < p.tiles) load(i + B - 1);
     }
     // Epilogue: drain the write-backs.

@@ -158,6 +158,23 @@ class DmaQueue {
 // The two datapaths.
 enum class Datapath { kW8A8, kW4A4 };
 
+// The DDR buffers of a matmul job, which descriptor templates refer to.
+enum class Buffer { kW0, kW1, kWScales, kActs, kActScales, kActSums, kOut };
+
+// A DMA descriptor built on the host: which buffer, offsets and sizes. The
+// kernel adds the buffer's device address and, for per-token transfers,
+// the token block's offset (`per_token` bytes per token of the block's
+// first token; for write-backs and activation loads the row count is the
+// block's token count).
+struct DmaTemplate {
+  Buffer buffer = Buffer::kW0;
+  bool to_vtcm = true;
+  int64_t ddr_offset = 0, per_token = 0;
+  int64_t vtcm = 0;
+  int64_t rows = 1, row_bytes = 0, ddr_stride = 0, vtcm_stride = 0;
+  bool rows_are_tokens = false;
+};
+
 // The host-built record a kernel runs from (the program cache holds one per
 // (op, shape, tier)). The kernel reads these fields and nothing else.
 struct KernelParams {
@@ -172,6 +189,11 @@ struct KernelParams {
   int64_t vtcm_act = 0, vtcm_act_scale = 0, vtcm_act_sum = 0;
   int64_t vtcm_w[16] = {}, vtcm_ws[16] = {}, vtcm_out[16] = {};
   int64_t vtcm_bytes = 0;
+  // The DMA descriptor lists: a token block's activation loads, and per
+  // weight tile its loads and its write-back.
+  std::vector<DmaTemplate> act_loads;
+  std::vector<std::vector<DmaTemplate>> tile_loads;
+  std::vector<DmaTemplate> tile_stores;
   // Multi-device split of the flattened output rows (tokens).
   int64_t rows_per_chunk = 0;  // 0: cannot be split; device 0 does all
   double macs = 0;
