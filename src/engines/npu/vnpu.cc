@@ -242,8 +242,10 @@ Result<KernelParams> make_kernel_params(CodeKind kind, Datapath dp, int64_t m, i
   p.n = n;
   p.row_bytes0 = plane0_row_bytes(kind, k);
   p.row_bytes1 = plane1_row_bytes(kind, k);
-  // Tokens per block: their activations take at most half of VTCM.
-  int64_t tb = std::min<int64_t>(m, 32);
+  // Tokens per block: their activations take at most half of VTCM. Every
+  // block streams all the weights once, so blocks are as large as fit (up
+  // to 256 tokens).
+  int64_t tb = std::min<int64_t>(m, 256);
   while (tb > 1 && align_up(tb * k, kLineBytes) + 2 * align_up(4 * tb, kLineBytes) > vtcm_bytes / 2) tb /= 2;
   const int64_t act_bytes = align_up(tb * k, kLineBytes) + 2 * align_up(4 * tb, kLineBytes);
   if (act_bytes > vtcm_bytes / 2) {
