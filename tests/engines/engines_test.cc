@@ -136,6 +136,9 @@ TEST(OpConsistency, EveryEngineAgreesWithTheReference) {
   CpuEngine cpu_ref(CpuEngine::Kernels::kReference), cpu_fast(CpuEngine::Kernels::kFast);
   std::vector<std::unique_ptr<NpuEngine>> npus;
   for (int s = 1; s <= 4; ++s) npus.push_back(NpuEngine::create(vnpu_options(s)).value());
+  VnpuOptions three_workers = vnpu_options(2, "rk3588");  // rk3588's 384 KiB CBUF: many small tiles
+  three_workers.workers = 3;
+  npus.push_back(NpuEngine::create(three_workers).value());
   uint32_t seed = 1;
   double worst_a8 = 0, worst_a4 = 0;
   for (Tier tier : {Tier::kI8, Tier::kI8s, Tier::kI4}) {

@@ -12,6 +12,12 @@ namespace {
 constexpr int64_t kPage = 4096;
 int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
+int session_workers(const VnpuOptions& o) {
+  if (o.workers > 0) return o.workers;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::clamp(o.profile.workers, 1, cores);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- window
@@ -360,7 +366,7 @@ Session::Session(Vnpu* dev, int index, const VnpuOptions& o)
       trace_(o.trace),
       window_(o.window_bytes > 0 ? o.window_bytes : o.profile.window_bytes, index, o.trace),
       dma_(std::make_unique<DmaQueue>(this)),
-      workers_(o.workers > 1 ? std::make_unique<ThreadPool>(o.workers) : nullptr),
+      workers_(session_workers(o) > 1 ? std::make_unique<ThreadPool>(session_workers(o)) : nullptr),
       thread_([this] { serve(); }) {}
 
 Session::~Session() {
@@ -545,7 +551,7 @@ Vnpu::~Vnpu() { sessions_.clear(); }
 
 Result<std::unique_ptr<Vnpu>> Vnpu::create(const VnpuOptions& o) {
   if (o.sessions < 1 || o.sessions > 16) return error(StatusCode::kInvalidArgument, "vnpu: sessions must be 1..16, not {}", o.sessions);
-  if (o.workers < 1) return error(StatusCode::kInvalidArgument, "vnpu: workers must be >= 1");
+  if (o.workers < 0) return error(StatusCode::kInvalidArgument, "vnpu: workers must be >= 0");
   std::unique_ptr<Vnpu> v(new Vnpu(o));
   v->slots_ = std::make_unique<FenceSlot[]>(static_cast<size_t>(o.sessions));
   for (int i = 0; i < o.sessions; ++i) v->sessions_.push_back(std::make_unique<Session>(v.get(), i, o));

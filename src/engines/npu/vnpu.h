@@ -221,7 +221,7 @@ struct VnpuOptions {
   DeviceProfile profile;
   int sessions = 1;
   int64_t window_bytes = 0;  // 0: the profile's
-  int workers = 1;           // host threads per session computing tiles
+  int workers = 0;           // host threads per session computing tiles (0: the profile's, at most the host's cores)
   bool paced = false;        // fences wait for the modeled device time
   bool doorbell = true;      // modeled submit latency: doorbell or blocking
   bool check_lines = false;  // record 128-byte line ownership of DDR writes
