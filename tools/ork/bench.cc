@@ -44,24 +44,33 @@ Summary summarize(std::vector<double> v) {
 }
 
 // Read bandwidth: every thread sums its slice of a buffer far larger than
-// the caches; best of several passes, in GB/s.
-double read_bandwidth(ThreadPool& pool) {
-  const size_t bytes = size_t{1} << 30;
-  std::vector<uint64_t> buf(bytes / 8);
-  for (size_t i = 0; i < buf.size(); i += 512) buf[i] = i;  // touch every page
-  std::vector<uint64_t> sink(64, 0);
-  double best = 0;
-  for (int pass = 0; pass < 5; ++pass) {
-    const double t0 = now_s();
-    pool.run(static_cast<int64_t>(buf.size()), [&](int64_t b, int64_t e) {
-      const uint64_t s = cpu::stream_read(buf.data() + b, e - b);
-      sink[static_cast<size_t>(b * 8 / std::max<int64_t>(1, static_cast<int64_t>(buf.size())))] += s;
-    }, int64_t{1} << 20);
-    best = std::max(best, static_cast<double>(bytes) / (now_s() - t0) / 1e9);
+// the caches; best of `passes`, in GB/s. The buffer is made once, so the
+// probe can run again beside every repetition.
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(ThreadPool& pool) : pool_(pool), buf_((size_t{1} << 30) / 8) {
+    for (size_t i = 0; i < buf_.size(); i += 512) buf_[i] = i;  // touch every page
   }
-  if (std::accumulate(sink.begin(), sink.end(), uint64_t{0}) == 42) std::fputc(' ', stderr);  // keep the loads
-  return best;
-}
+  double measure(int passes) {
+    const double bytes = static_cast<double>(buf_.size() * 8);
+    double best = 0;
+    for (int pass = 0; pass < passes; ++pass) {
+      const double t0 = now_s();
+      pool_.run(static_cast<int64_t>(buf_.size()), [&](int64_t b, int64_t e) {
+        const uint64_t s = cpu::stream_read(buf_.data() + b, e - b);
+        sink_[static_cast<size_t>(b * 8 / std::max<int64_t>(1, static_cast<int64_t>(buf_.size())))] += s;
+      }, int64_t{1} << 20);
+      best = std::max(best, bytes / (now_s() - t0) / 1e9);
+    }
+    if (std::accumulate(sink_.begin(), sink_.end(), uint64_t{0}) == 42) std::fputc(' ', stderr);  // keep the loads
+    return best;
+  }
+
+ private:
+  ThreadPool& pool_;
+  std::vector<uint64_t> buf_;
+  std::vector<uint64_t> sink_ = std::vector<uint64_t>(64, 0);
+};
 
 std::string cpu_name() {
   std::ifstream in("/proc/cpuinfo");
@@ -94,11 +103,12 @@ int bench(BenchOptions& o) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> tok(3, c.n_vocab - 1);
   std::fprintf(stderr, "ork: measuring read bandwidth (%d threads)...\n", pool.size());
-  const double bw = read_bandwidth(pool);
+  BandwidthProbe probe(pool);
+  std::vector<double> bws = {probe.measure(5)};
   NpuCli& npu_cli = o.npu;
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
   Context::NpuStats placed;
-  std::vector<double> pp, tg, expert_bpt;
+  std::vector<double> pp, tg, expert_bpt, fractions;
   for (int r = 0; r < o.reps; ++r) {
     Context ctx(*model, n_ctx);
     ctx.set_npu(npu_cli.engine());
@@ -121,30 +131,45 @@ int bench(BenchOptions& o) {
     placed.matmuls += ctx.npu_stats().matmuls;
     placed.refused += ctx.npu_stats().refused;
     placed.failed += ctx.npu_stats().failed;
-    if (o.n_gen > 0) expert_bpt.push_back(static_cast<double>(ctx.moe_stats().expert_bytes - expert_bytes0) / o.n_gen);
-    std::fprintf(stderr, "  rep %d/%d: pp %.1f tok/s, tg %.1f tok/s\n", r + 1, o.reps, pp.empty() ? 0.0 : pp.back(), tg.back());
+    const double rep_experts =
+        o.n_gen > 0 ? static_cast<double>(ctx.moe_stats().expert_bytes - expert_bytes0) / o.n_gen : 0.0;
+    if (o.n_gen > 0) expert_bpt.push_back(rep_experts);
+    // The machine's bandwidth drifts: probe it again beside every
+    // repetition and judge each repetition's decode against its own probe.
+    bws.push_back(probe.measure(2));
+    const double rep_bytes = static_cast<double>(model->dense_bytes_per_token()) + rep_experts;
+    fractions.push_back(tg.back() * rep_bytes / 1e9 / bws.back());
+    std::fprintf(stderr, "  rep %d/%d: pp %.1f tok/s, tg %.1f tok/s, read bandwidth %.2f GB/s, decode at %.1f %% of it\n",
+                 r + 1, o.reps, pp.empty() ? 0.0 : pp.back(), tg.back(), bws.back(), 100.0 * fractions.back());
   }
   const Summary p = pp.empty() ? Summary{} : summarize(pp), g = summarize(tg);
   // Dense weights plus the routed experts' bytes actually read per decoded token.
   const uint64_t bpt = model->dense_bytes_per_token() +
                        (expert_bpt.empty() ? 0 : static_cast<uint64_t>(summarize(expert_bpt).median));
   const double used = g.median * static_cast<double>(bpt) / 1e9;
+  const Summary b = summarize(bws), f = summarize(fractions);
+  const double bw = b.median;
   const char* target = cpu::compiled_target_count() > 0 ? cpu::target_name(0) : "?";
   if (o.json) {
     std::printf("{\"model\": \"%s\", \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f}, "
                 "\"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
                 "\"tg\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
-                "\"bytes_per_token\": %llu, \"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, \"reps\": %d}\n",
+                "\"bytes_per_token\": %llu, \"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, "
+                "\"roofline_fraction_min\": %.4f, \"roofline_fraction_max\": %.4f, \"read_gbps_min\": %.2f, \"read_gbps_max\": %.2f, "
+                "\"reps\": %d}\n",
                 model->path().c_str(), cpu_name().c_str(), pool.size(), target, bw, o.n_prompt, p.median, p.min, p.max,
-                o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt), used, used / bw, o.reps);
+                o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt), used, f.median, f.min, f.max, b.min,
+                b.max, o.reps);
     return 0;
   }
   std::printf("model            %s\n", model->path().c_str());
-  std::printf("machine          %s, %d threads, %s; read bandwidth %.2f GB/s\n", cpu_name().c_str(), pool.size(), target, bw);
+  std::printf("machine          %s, %d threads, %s; read bandwidth %.2f GB/s (median of %zu probes, %.2f-%.2f)\n",
+              cpu_name().c_str(), pool.size(), target, bw, bws.size(), b.min, b.max);
   std::printf("prefill pp%-5d  %8.2f tok/s (min %.2f, max %.2f over %d reps)\n", o.n_prompt, p.median, p.min, p.max, o.reps);
   std::printf("decode  tg%-5d  %8.2f tok/s (min %.2f, max %.2f)\n", o.n_gen, g.median, g.min, g.max);
-  std::printf("decode reads     %.2f MB/token = %.2f GB/s, %.1f %% of the measured read bandwidth\n",
-              static_cast<double>(bpt) / 1e6, used, 100.0 * used / bw);
+  std::printf("decode reads     %.2f MB/token = %.2f GB/s; %.1f %% of the read bandwidth probed beside each repetition "
+              "(median; %.1f-%.1f %%)\n",
+              static_cast<double>(bpt) / 1e6, used, 100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
   npu_cli.report(stdout, placed);
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;
