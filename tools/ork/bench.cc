@@ -40,7 +40,8 @@ struct Summary {
 
 Summary summarize(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
+  const size_t h = v.size() / 2;
+  return {v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2, v.front(), v.back()};
 }
 
 // Read bandwidth: every thread sums its slice of a buffer far larger than
