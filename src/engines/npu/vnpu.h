@@ -160,6 +160,8 @@ enum class Datapath { kW8A8, kW4A4 };
 
 // The DDR buffers of a matmul job, which descriptor templates refer to.
 enum class Buffer { kW0, kW1, kWScales, kActs, kActScales, kActSums, kOut };
+constexpr int kBufferCount = 7;
+static_assert(static_cast<int>(Buffer::kOut) + 1 == kBufferCount, "a job's buffer table has one entry per Buffer");
 
 // A DMA descriptor built on the host: which buffer, offsets and sizes. The
 // kernel adds the buffer's device address and, for per-token transfers,
