@@ -354,7 +354,7 @@ TEST(Vnpu, TraceFileLoadsAsChromeTraceEvents) {
     EXPECT_TRUE(ev.at("args").contains("progress"));
     EXPECT_GE(ev.at("dur").get<double>(), 0.0);
   }
-  for (const char* want : {"dma_wait", "compute", "fence", "flush", "map", "submit"}) {
+  for (const char* want : {"dma_push", "dma_wait", "compute", "fence", "flush", "map", "submit"}) {
     EXPECT_GT(names[want], 0) << want;
   }
 }

@@ -18,6 +18,7 @@ DmaQueue::~DmaQueue() {
 }
 
 void DmaQueue::push(const DmaDesc& d) {
+  TraceScope t(s_->trace(), TraceKind::kDmaPush, s_->index(), static_cast<int64_t>(pushes_ + 1));
   {
     std::lock_guard lock(mu_);
     queue_.push_back({d, false, Status::ok()});

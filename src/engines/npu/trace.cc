@@ -7,6 +7,7 @@ namespace ork::npu {
 
 const char* trace_kind_name(TraceKind kind) {
   switch (kind) {
+    case TraceKind::kDmaPush: return "dma_push";
     case TraceKind::kDmaWait: return "dma_wait";
     case TraceKind::kCompute: return "compute";
     case TraceKind::kFence: return "fence";

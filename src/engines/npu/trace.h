@@ -1,4 +1,4 @@
-// Device-side trace events (DESIGN section 6): every DMA wait, compute
+// Device-side trace events (DESIGN section 6): every DMA push and pop wait, compute
 // section, fence, flush and map/unmap of a vnpu session becomes a complete
 // event with a small progress integer (the tile, sequence number or mapping
 // count it concerns). write_json() emits the Chrome trace-event format,
@@ -15,7 +15,7 @@
 
 namespace ork::npu {
 
-enum class TraceKind { kDmaWait, kCompute, kFence, kFlush, kMap, kUnmap, kSubmit };
+enum class TraceKind { kDmaPush, kDmaWait, kCompute, kFence, kFlush, kMap, kUnmap, kSubmit };
 const char* trace_kind_name(TraceKind kind);
 
 struct TraceEvent {
