@@ -157,10 +157,11 @@ int bench(BenchOptions& o) {
                 "\"tg\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
                 "\"bytes_per_token\": %llu, \"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, "
                 "\"roofline_fraction_min\": %.4f, \"roofline_fraction_max\": %.4f, \"read_gbps_min\": %.2f, \"read_gbps_max\": %.2f, "
-                "\"reps\": %d}\n",
+                "\"reps\": %d%s}\n",
                 model->path().c_str(), cpu_name().c_str(), pool.size(), target, bw, o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt), used, f.median, f.min, f.max, b.min,
-                b.max, o.reps);
+                b.max, o.reps, npu_cli.json(placed).c_str());
+    if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
     return 0;
   }
   std::printf("model            %s\n", model->path().c_str());

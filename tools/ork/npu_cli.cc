@@ -45,6 +45,15 @@ void NpuCli::report(std::FILE* out, const Context::NpuStats& placement) const {
   }
 }
 
+std::string NpuCli::json(const Context::NpuStats& placement) const {
+  if (!engine_) return {};
+  const npu::NpuEngine::Stats s = engine_->stats();
+  return fmt::format(", \"npu\": {{\"device\": \"{}\", \"matmuls\": {}, \"refused\": {}, \"failed\": {}, "
+                     "\"modeled_device_ms\": {:.3f}, \"modeled\": true, \"host_wall_ms\": {:.3f}, \"maps\": {}, \"evictions\": {}}}",
+                     engine_->name(), placement.matmuls, placement.refused, placement.failed, s.modeled_device_us / 1e3,
+                     s.host_wall_us / 1e3, s.maps, s.evictions);
+}
+
 Status NpuCli::finish() {
   if (!trace_data_) return Status::ok();
   engine_.reset();  // drain the device first

@@ -23,6 +23,8 @@ struct NpuCli {
   npu::NpuEngine* engine() const { return engine_.get(); }
   // Modeled device time and host wall time of the NPU's jobs, labelled.
   void report(std::FILE* out, const Context::NpuStats& placement) const;
+  // The same as JSON members (", \"npu\": {...}"), or "" without --npu.
+  std::string json(const Context::NpuStats& placement) const;
   // Writes --trace (after the engine has drained).
   Status finish();
 
