@@ -31,7 +31,11 @@ Result<FencePtr> CpuEngine::submit(const MatmulJob& job) {
   scales_.resize(static_cast<size_t>(m));
   sums_.resize(static_cast<size_t>(m));
   const bool fast = kernels_ == Kernels::kFast;
-  (fast ? cpu::quantize_acts : ref::quantize_acts)(job.x, m, k, q_.data(), scales_.data(), sums_.data());
+  if (fast) {
+    cpu::quantize_acts(job.x, m, k, q_.data(), scales_.data(), sums_.data());
+  } else {
+    ref::quantize_acts(job.x, m, k, q_.data(), scales_.data(), sums_.data());
+  }
   const QuantWeights w = quant_weights(job.w, false);
   const QuantActs a{q_.data(), scales_.data(), sums_.data(), k, m};
   pool_->run(job.op.n, [&](int64_t b, int64_t e) {

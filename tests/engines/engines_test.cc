@@ -90,11 +90,7 @@ std::vector<float> reference(const Weight& w, const std::vector<float>& x, int64
   std::vector<int8_t> q(static_cast<size_t>(m * w.k));
   std::vector<float> s(static_cast<size_t>(m));
   std::vector<int32_t> sum(static_cast<size_t>(m));
-  if (int4_acts) {
-    npu::quantize_acts_int4(x.data(), static_cast<int>(m), w.k, q.data(), s.data(), sum.data());
-  } else {
-    ref::quantize_acts(x.data(), static_cast<int>(m), w.k, q.data(), s.data(), sum.data());
-  }
+  ref::quantize_acts(x.data(), static_cast<int>(m), w.k, q.data(), s.data(), sum.data(), int4_acts ? npu::kW4A4MaxCode : 127);
   std::vector<float> y(static_cast<size_t>(m * w.rows));
   ref::quant_matmul(quant_weights(w.view(), false), {q.data(), s.data(), sum.data(), w.k, static_cast<int>(m)}, y.data(),
                     w.rows, 0, w.rows);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/ref/quant_matmul.h"
 
 namespace ork::npu {
 namespace {
@@ -23,24 +24,6 @@ CodeKind kind_of(Tier tier) {
 }
 
 }  // namespace
-
-void quantize_acts_int4(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum) {
-  for (int t = 0; t < n; ++t) {
-    const float* xt = x + t * k;
-    int8_t* qt = q + t * k;
-    float amax = 0.0f;
-    for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(xt[i]));
-    const float s = amax / 7.0f;
-    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
-    int32_t total = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      qt[i] = static_cast<int8_t>(std::clamp(std::nearbyint(xt[i] * inv), -7.0f, 7.0f));
-      total += qt[i];
-    }
-    scale[t] = s;
-    sum[t] = total;
-  }
-}
 
 Result<VnpuOptions> parse_npu_spec(const std::string& spec) {
   std::vector<std::string> parts;
@@ -196,7 +179,7 @@ Result<FencePtr> NpuEngine::submit(const MatmulJob& job) {
   if (p->datapath == Datapath::kW8A8) {
     cpu::quantize_acts(job.x, m, op.k, acts_, act_scales_, act_sums_);
   } else {
-    quantize_acts_int4(job.x, m, op.k, acts_, act_scales_, act_sums_);
+    ref::quantize_acts(job.x, m, op.k, acts_, act_scales_, act_sums_, kW4A4MaxCode);
   }
   const QuantWeights w = quant_weights(job.w, false);
   DeviceJob dj;

@@ -72,8 +72,7 @@ class NpuEngine final : public Engine {
   double host_wall_us_ = 0;
 };
 
-// Per token: q = round(x / s), s = max|x| / 7, q in [-7, 7] (ties to even);
-// sum = sum of q. The W4A4 activations.
-void quantize_acts_int4(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum);
+// The W4A4 activations: per token, ref::quantize_acts with codes in [-7, 7].
+constexpr int kW4A4MaxCode = 7;
 
 }  // namespace ork::npu

@@ -32,7 +32,8 @@ QuantWeights quant_weights(const TierTensor& t, bool i8s_high_only) {
 
 namespace ref {
 
-void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum) {
+void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum, int max_code) {
+  const auto top = static_cast<float>(max_code);
   for (int t = 0; t < n; ++t) {
     const float* xt = x + t * k;
     int8_t* qt = q + t * k;
@@ -43,12 +44,13 @@ void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, in
       std::fill(qt, qt + k, int8_t{0});
       scale[t] = 0.0f;
     } else {
-      const float inv = 127.0f / amax;
+      // |x| <= amax, so |x * inv| rounds to at most max_code: no clamp.
+      const float inv = top / amax;
       for (int64_t i = 0; i < k; ++i) {
         qt[i] = static_cast<int8_t>(std::nearbyint(xt[i] * inv));
         s += qt[i];
       }
-      scale[t] = amax / 127.0f;
+      scale[t] = amax / top;
     }
     sum[t] = s;
   }

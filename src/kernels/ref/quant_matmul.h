@@ -11,7 +11,9 @@ namespace ork::ref {
 
 // Per token: q = round(x / s) (ties to even), s = max|x| / 127 (0 for an
 // all-zero row), sum = sum of q. x is n rows of k floats.
-void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum);
+// max_code 127 is the CPU's int8; the NPU's W4A4 datapath uses 7 (codes in
+// [-7, 7]): s = max|x| / max_code.
+void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum, int max_code = 127);
 
 // The integer code of weight j of row r (see kernels/quant_types.h).
 int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j);
