@@ -125,7 +125,8 @@ Support NpuEngine::supports(const MatmulOp& op) const {
   if (!dp) {
     return Support::no(fmt::format("tier {} has no vnpu datapath (W8A8 reads i8 and i8s, W4A4 reads i4)", tier_name(op.tier)));
   }
-  auto p = make_kernel_params(kind_of(op.tier), *dp, op.m, op.k, op.n, dev_->options().profile.vtcm_bytes);
+  auto p = make_kernel_params(kind_of(op.tier), *dp, op.m, op.k, op.n, dev_->options().profile.vtcm_bytes,
+                              /*with_descriptors=*/false);
   if (!p.is_ok()) return Support::no(p.status().message());
   return Support::yes();
 }

@@ -21,7 +21,8 @@ int session_workers(const VnpuOptions& o) {
 
 // ---------------------------------------------------------------- params
 
-Result<KernelParams> make_kernel_params(CodeKind kind, Datapath dp, int64_t m, int64_t k, int64_t n, int64_t vtcm_bytes) {
+Result<KernelParams> make_kernel_params(CodeKind kind, Datapath dp, int64_t m, int64_t k, int64_t n, int64_t vtcm_bytes,
+                                        bool with_descriptors) {
   const bool w8 = kind == CodeKind::kI8 || kind == CodeKind::kI8s;
   if ((dp == Datapath::kW8A8) != w8 || (dp == Datapath::kW4A4 && kind != CodeKind::kI4)) {
     return error(StatusCode::kUnsupported, "vnpu: W8A8 reads i8 and i8s, W4A4 reads i4");
@@ -87,6 +88,9 @@ Result<KernelParams> make_kernel_params(CodeKind kind, Datapath dp, int64_t m, i
     p.vtcm_out[b] = take(4 * p.rows_per_tile * tb);
   }
   p.vtcm_bytes = at;
+  p.rows_per_chunk = kLineBytes / std::gcd<int64_t>(4 * n, kLineBytes);
+  p.macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (!with_descriptors) return p;
   // The descriptor lists.
   auto per_token = [&](Buffer b, int64_t bytes, int64_t vtcm) {
     DmaTemplate d;
@@ -137,10 +141,6 @@ Result<KernelParams> make_kernel_params(CodeKind kind, Datapath dp, int64_t m, i
     st.rows_are_tokens = true;
     p.tile_stores.push_back(st);
   }
-  // Output rows (tokens) are n floats; chunks of whole rows whose bytes are
-  // a multiple of the 128-byte line.
-  p.rows_per_chunk = kLineBytes / std::gcd<int64_t>(4 * n, kLineBytes);
-  p.macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   return p;
 }
 

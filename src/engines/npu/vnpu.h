@@ -197,12 +197,17 @@ struct KernelParams {
   std::vector<std::vector<DmaTemplate>> tile_loads;
   std::vector<DmaTemplate> tile_stores;
   // Multi-device split of the flattened output rows (tokens).
-  int64_t rows_per_chunk = 0;  // 0: cannot be split; device 0 does all
+  // Output rows are n floats: chunks of whole rows whose bytes are a
+  // multiple of the 128-byte line. 0: cannot be split; device 0 does all.
+  int64_t rows_per_chunk = 0;
   double macs = 0;
 };
 
 // Builds the params for an op on a profile's VTCM, or says why it cannot.
-Result<KernelParams> make_kernel_params(CodeKind kind, Datapath dp, int64_t m, int64_t k, int64_t n, int64_t vtcm_bytes);
+// Without descriptors: the tiling and layout only (enough to decide whether
+// the op fits), without the per-tile DMA lists.
+Result<KernelParams> make_kernel_params(CodeKind kind, Datapath dp, int64_t m, int64_t k, int64_t n, int64_t vtcm_bytes,
+                                        bool with_descriptors = true);
 
 // One job as the device sees it: params and DDR buffers.
 struct DeviceJob {
