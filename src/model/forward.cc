@@ -321,7 +321,10 @@ const Context::QuantInput& Context::quantize_input(const ref::WeightView& w, con
   q.k = w.k_stored;
   q.block = w.rotation_block;
   q.seed = w.rotation_seed;
-  std::vector<float> row(static_cast<size_t>(q.k), 0.0f);
+  // The padded, rotated row in a reused buffer: decode calls this a few
+  // times per layer.
+  std::vector<float>& row = quant_row_;
+  row.assign(static_cast<size_t>(q.k), 0.0f);
   std::copy_n(x, w.cols, row.data());
   if (q.block > 0) cpu::rotate(row.data(), q.k, q.block, rotation_signs(q.k, q.seed));
   q.codes.resize(static_cast<size_t>(q.k));

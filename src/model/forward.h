@@ -155,6 +155,7 @@ class Context {
   std::vector<const void*> npu_pinned_;
   std::vector<float> router_logits_, route_w_, moe_in_, moe_gate_, moe_up_, moe_out_, moe_acc_;
   std::vector<int32_t> route_ids_, moe_tokens_;
+  std::vector<float> quant_row_;  // quantize_input's scratch
   std::vector<float> moe_weights_;
 
   // Scratch, [n_tokens][width].
