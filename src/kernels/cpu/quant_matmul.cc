@@ -319,6 +319,36 @@ HWY_INLINE void LoadActStep(const int8_t* a, int64_t g, VI8& a0, VI8& a1) {
   }
 }
 
+// Prefill reads its activations from a panel: the T tokens of a tile
+// interleaved step by step (token 0's step 0, token 1's step 0, ..., token
+// 0's step 1, ...), each step already in code order. One tile's loads then
+// walk one contiguous stream instead of T streams a.k bytes apart, which
+// the L1 serves at up to twice the rate on this class of core (measured:
+// 48 -> 73 GMAC/s for the 1x8 i4 tile). A group left over on 256-bit
+// targets follows, T x 32 bytes in weight order.
+constexpr int64_t kStepBytes = 32 * kStepGroups;
+
+template <bool kNibbleOrder>
+void PanelActs(const int8_t* src, int n, int64_t k, int8_t* dst) {
+  const int64_t groups = k / 32, steps = groups / kStepGroups;
+  for (int t = 0; t < n; ++t) {
+    const int8_t* s = src + t * k;
+    for (int64_t st = 0; st < steps; ++st) {
+      int8_t* d = dst + (st * n + t) * kStepBytes;
+      const int8_t* from = s + st * kStepBytes;
+      if (kL == 32 && kNibbleOrder) {
+        std::memcpy(d, from, 16);
+        std::memcpy(d + 16, from + 32, 16);
+        std::memcpy(d + 32, from + 16, 16);
+        std::memcpy(d + 48, from + 48, 16);
+      } else {
+        std::memcpy(d, from, kStepBytes);
+      }
+    }
+    if (steps * kStepGroups < groups) std::memcpy(dst + steps * n * kStepBytes + t * 32, s + steps * kStepBytes, 32);
+  }
+}
+
 // Rows are short (K/2 bytes for i4) and a tile reads R of them side by
 // side, so the hardware prefetcher, which follows streams, ramps up late on
 // each new tile. The R rows of the next tile are contiguous: each step
@@ -329,9 +359,8 @@ HWY_INLINE void PrefetchSpan(const uint8_t* p, int64_t bytes) {
 }
 
 // y for rows r0..r0+R-1 and tokens t0..t0+T-1, whose activations start at
-// `act0` (rows a.k apart): a.q itself, or with kPermuted a copy already in
-// step order (PermuteActs).
-template <CodeKind K, int R, int T, bool kPermuted = false>
+// `act0`: rows a.k apart in a.q, or with kPanel the tile's panel (PanelActs).
+template <CodeKind K, int R, int T, bool kPanel = false>
 HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* act0, int64_t r0, int t0, float* y,
                        int64_t ldy) {
   using C = Codes<K>;
@@ -345,7 +374,7 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
     row1[r] = b1 > 0 ? w.p1 + (r0 + r) * b1 : nullptr;
   }
   const int8_t* act[T];
-  for (int t = 0; t < T; ++t) act[t] = act0 + t * a.k;
+  for (int t = 0; t < T; ++t) act[t] = act0 + (kPanel ? t * kStepBytes : t * a.k);
   // Plane bytes per step of one row, and where the next tile's rows start.
   const int64_t step0 = b0 * 32 * kStepGroups / w.k, step1 = b1 * 32 * kStepGroups / w.k;
   const uint8_t* next0 = w.p0 + (r0 + R) * b0;
@@ -372,7 +401,12 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
     for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
     for (int t = 0; t < T; ++t) {
       VI8 a0, a1;
-      LoadActStep<C::kNibbleOrder && !kPermuted>(act[t], g, a0, a1);
+      if constexpr (kPanel) {
+        // token t's step at_step: (at_step * T + t) * kStepBytes into the panel
+        LoadActStep<false>(act0 + (at_step * T + t) * kStepBytes, 0, a0, a1);
+      } else {
+        LoadActStep<C::kNibbleOrder>(act[t], g, a0, a1);
+      }
       for (int r = 0; r < R; ++r) mac(r, t, c0[r], c1[r], a0, a1);
     }
     g += kStepGroups;
@@ -386,7 +420,7 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
       }
       for (int j = 0; j < block; ++j) {
         run_step(step + j, [&](int r, int t, auto c0, auto c1, VI8 a0, VI8 a1) HWY_ATTR {
-          sum[r][t] = hn::Add(sum[r][t], hn::Add(C::Pairs(c0, a0), C::Pairs(c1, a1)));
+          sum[r][t] = hn::Add(hn::Add(sum[r][t], C::Pairs(c0, a0)), C::Pairs(c1, a1));
         });
       }
       for (int r = 0; r < R; ++r) {
@@ -405,7 +439,7 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
       typename C::V c[R];
       for (int r = 0; r < R; ++r) c[r] = C::LoadGroup(row0[r], row1[r], g);
       for (int t = 0; t < T; ++t) {
-        const auto av = hn::LoadU(di, act[t] + g * 32);
+        const auto av = hn::LoadU(di, kPanel ? act0 + steps * T * kStepBytes + t * 32 : act[t] + g * 32);
         for (int r = 0; r < R; ++r) acc[r][t] = WidenAdd(C::Pairs(c[r], av), acc[r][t]);
       }
     }
@@ -420,58 +454,41 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   }
 }
 
-// Copies n token rows of k activations into step order (see LoadActStep):
-// per two groups [g 0..15 | g+1 0..15 | g 16..31 | g+1 16..31]; an odd last
-// group stays as it is.
-void PermuteActs(const int8_t* src, int n, int64_t k, int8_t* dst) {
-  const int64_t groups = k / 32;
-  for (int t = 0; t < n; ++t) {
-    const int8_t* s = src + t * k;
-    int8_t* d = dst + t * k;
-    int64_t g = 0;
-    for (; g + 2 <= groups; g += 2) {
-      std::memcpy(d + g * 32, s + g * 32, 16);
-      std::memcpy(d + g * 32 + 16, s + g * 32 + 32, 16);
-      std::memcpy(d + g * 32 + 32, s + g * 32 + 16, 16);
-      std::memcpy(d + g * 32 + 48, s + g * 32 + 48, 16);
-    }
-    if (g < groups) std::memcpy(d + g * 32, s + g * 32, 32);
-  }
-}
-
 // Prefill, blocked for the caches: tokens in chunks whose activations stay
-// in L2 (<= 256 KiB; on 256-bit targets first copied into step order so
-// tiles load them without shuffles), rows in blocks whose weights stay in
-// L2 (<= 128 KiB), and within a block, eight tokens (in L1) against every
-// row of the block. Weights are read from memory once per token chunk.
+// in L2 (<= 256 KiB), copied into one panel per tile of 8 (then 4, then 1)
+// tokens (PanelActs); rows in blocks whose weights stay in L2 (<= 128 KiB),
+// and within a block, each tile (in L1) against every row of the block.
+// Weights are read from memory once per token chunk.
 template <CodeKind K>
 void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                    int64_t row_end) {
-  constexpr bool kPermute = kL == 32 && Codes<K>::kNibbleOrder;
   const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / a.k / 8 * 8, 8, 256));
   const int64_t row_bytes = plane0_row_bytes(K, w.k) + plane1_row_bytes(K, w.k);
   const int64_t row_block = std::max<int64_t>(4, (int64_t{128} << 10) / row_bytes);
-  thread_local std::vector<int8_t> permuted;
-  if (kPermute) permuted.resize(static_cast<size_t>(chunk * a.k));
+  thread_local std::vector<int8_t> panels;
+  panels.resize(static_cast<size_t>(chunk * a.k));
   for (int c0 = 0; c0 < a.n; c0 += chunk) {
     const int c1 = std::min(a.n, c0 + chunk);
-    const int8_t* base = a.q + c0 * a.k;
-    if (kPermute) {
-      PermuteActs(base, c1 - c0, a.k, permuted.data());
-      base = permuted.data();
+    // Tiles of 8 tokens, then one of 4, then single tokens.
+    int t8 = c0 + (c1 - c0) / 8 * 8, t4 = t8 + (c1 - t8) / 4 * 4;
+    auto tile_size = [&](int t) { return t < t8 ? 8 : t < t4 ? 4 : 1; };
+    for (int t = c0; t < c1; t += tile_size(t)) {
+      PanelActs<Codes<K>::kNibbleOrder>(a.q + t * a.k, tile_size(t), a.k, panels.data() + (t - c0) * a.k);
     }
-    auto act = [&](int t) { return base + (t - c0) * a.k; };
     for (int64_t rb = row_begin; rb < row_end; rb += row_block) {
       const int64_t re = std::min(row_end, rb + row_block);
-      int t = c0;
-      for (; t + 8 <= c1; t += 8) {
-        for (int64_t r = rb; r < re; ++r) Tile<K, 1, 8, kPermute>(w, a, act(t), r, t, y, ldy);
-      }
-      for (; t + 4 <= c1; t += 4) {
-        for (int64_t r = rb; r < re; ++r) Tile<K, 1, 4, kPermute>(w, a, act(t), r, t, y, ldy);
-      }
-      for (; t < c1; ++t) {
-        for (int64_t r = rb; r < re; ++r) Tile<K, 1, 1, kPermute>(w, a, act(t), r, t, y, ldy);
+      for (int t = c0; t < c1; t += tile_size(t)) {
+        const int8_t* panel = panels.data() + (t - c0) * a.k;
+        switch (tile_size(t)) {
+          case 8:
+            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 8, true>(w, a, panel, r, t, y, ldy);
+            break;
+          case 4:
+            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 4, true>(w, a, panel, r, t, y, ldy);
+            break;
+          default:
+            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 1, true>(w, a, panel, r, t, y, ldy);
+        }
       }
     }
   }
