@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace ork {
@@ -22,6 +24,56 @@ TEST(ThreadPool, CoversEveryIndexOnceForAnySize) {
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 3) << threads << " " << n;
     }
   }
+}
+
+TEST(ThreadPool, SharedScheduleCoversEveryIndexOnceInSlicesOfAtLeastTheGrain) {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 7, 100, 1001}) {
+      for (int64_t grain : {1, 5, 64}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int64_t> smallest{n};
+        std::atomic<int> slices{0};
+        pool.run(
+            n,
+            [&](int64_t b, int64_t e) {
+              for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+              // Only the last slice may be shorter than the grain.
+              if (e < n) {
+                int64_t s = smallest.load();
+                while (e - b < s && !smallest.compare_exchange_weak(s, e - b)) {
+                }
+              }
+              ++slices;
+            },
+            grain, ThreadPool::Schedule::kShared);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << threads << " " << n;
+        EXPECT_GE(smallest.load(), std::min(n, grain)) << threads << " " << n << " " << grain;
+        if (threads > 1 && n >= 4 * grain * threads) {
+          EXPECT_GT(slices.load(), threads);
+        }
+      }
+    }
+  }
+}
+
+// A thread held up in its first slice: the others take over the rest.
+TEST(ThreadPool, SharedScheduleLetsTheOtherThreadsTakeOverFromASlowOne) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> by_slow{0}, total{0};
+  std::atomic<bool> first{true};
+  pool.run(
+      1000,
+      [&](int64_t b, int64_t e) {
+        if (first.exchange(false)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          by_slow += e - b;
+        }
+        total += e - b;
+      },
+      1, ThreadPool::Schedule::kShared);
+  EXPECT_EQ(total.load(), 1000);
+  EXPECT_LE(by_slow.load(), 250);  // its first claim: half of the work shared by two
 }
 
 TEST(ThreadPool, SmallWorkStaysOnTheCaller) {

@@ -75,12 +75,29 @@ void ThreadPool::worker(int index) {
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
-    if (index < slices_) (*fn_)(n_ * index / slices_, n_ * (index + 1) / slices_);
+    run_share(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) futex_wake_all(pending_);
   }
 }
 
-void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_per_thread) {
+void ThreadPool::run_share(int index) {
+  if (index >= slices_) return;
+  if (!shared_) {
+    (*fn_)(n_ * index / slices_, n_ * (index + 1) / slices_);
+    return;
+  }
+  int64_t b = next_.load(std::memory_order_relaxed);
+  while (b < n_) {
+    const int64_t e = std::min(n_, b + std::max(grain_, (n_ - b) / (2 * slices_)));
+    if (next_.compare_exchange_weak(b, e, std::memory_order_relaxed)) {
+      (*fn_)(b, e);
+      b = next_.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_per_thread,
+                     Schedule schedule) {
   if (n <= 0) return;
   const int64_t by_work = std::max<int64_t>(1, n / std::max<int64_t>(1, min_per_thread));
   const int slices = static_cast<int>(std::min<int64_t>(size(), by_work));
@@ -91,13 +108,16 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
   fn_ = &fn;
   n_ = n;
   slices_ = slices;
+  shared_ = schedule == Schedule::kShared;
+  grain_ = std::max<int64_t>(1, min_per_thread);
+  next_.store(0, std::memory_order_relaxed);
   pending_.store(static_cast<uint32_t>(workers_.size()), std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   // The seq_cst fence orders the generation store before the sleeper
   // count read, pairing with the worker's increment before it waits.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_acquire) > 0) futex_wake_all(generation_);
-  fn(0, n / slices);
+  run_share(0);
   uint32_t left = pending_.load(std::memory_order_acquire);
   for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
     cpu_relax(spin);

@@ -3,6 +3,13 @@
 // one slice per thread (the caller's thread takes slice 0), and returns
 // when all are done. No allocation and no lock per loop.
 //
+// With Schedule::kShared the threads instead claim slices from one shared
+// counter, largest first (half of what is left, shared between the
+// threads, down to `min_per_thread` items), so a thread that runs slow for
+// a while - another process on its core, a page fault - is covered by the
+// others instead of holding up the join. Any split gives the same results
+// as long as fn's work on an item does not depend on its slice.
+//
 // Decode runs a hundred or more short loops per token, so the hand-off is
 // a spin on one atomic generation counter and the join a spin on an atomic
 // count; a worker that has spun for `kSpinIterations` without work sleeps
@@ -30,8 +37,11 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
+  enum class Schedule { kStatic, kShared };
+
   // Slices smaller than `min_per_thread` items are not worth a thread.
-  void run(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn, int64_t min_per_thread = 1);
+  void run(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn, int64_t min_per_thread = 1,
+           Schedule schedule = Schedule::kStatic);
 
   // The process-wide pool used by the model (sized by set_default_threads,
   // else by the hardware).
@@ -40,6 +50,8 @@ class ThreadPool {
 
  private:
   void worker(int index);
+  // This thread's part of the current loop.
+  void run_share(int index);
 
   std::vector<std::thread> workers_;
   // Written by run() before the generation is bumped (release), read by
@@ -47,8 +59,12 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   int slices_ = 0;
+  bool shared_ = false;
+  int64_t grain_ = 1;
+  // kShared: the first item not yet claimed, on a line of its own.
+  alignas(64) std::atomic<int64_t> next_{0};
   // 32-bit words a futex can sleep on; wrap-around is harmless (== compares).
-  std::atomic<uint32_t> generation_{0};
+  alignas(64) std::atomic<uint32_t> generation_{0};
   std::atomic<uint32_t> pending_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};

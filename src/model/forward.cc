@@ -152,10 +152,13 @@ bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float
   if (quantized) {
     const QuantWeights qw = quant_weights(w.tier_tensor(), i8s_high_only_);
     const QuantActs qa{act_i8_.data(), act_scales_.data(), act_sums_.data(), k, n};
+    // Decode claims shares of rows as the threads free up (a join waits for
+    // the slowest thread); prefill keeps one slice per thread, since each
+    // call lays the activations out into panels again.
     pool_->run(
         blocks,
         [&](int64_t b, int64_t e) { cpu::quant_matmul(qw, qa, y, w.rows, 4 * b, std::min(w.rows, 4 * e)); },
-        min_blocks);
+        min_blocks, n < 4 ? ThreadPool::Schedule::kShared : ThreadPool::Schedule::kStatic);
   } else {
     const bool f16 = float_tier ? w.tier == Tier::kF16 : w.type == GgmlType::kF16;
     pool_->run(
@@ -338,7 +341,9 @@ const Context::QuantInput& Context::quantize_input(const ref::WeightView& w, con
 void Context::matmuls_together(std::span<const QuantJob> jobs) {
   std::vector<int64_t> first_block(jobs.size() + 1, 0);
   for (size_t i = 0; i < jobs.size(); ++i) first_block[i + 1] = first_block[i] + (jobs[i].w.rows + 3) / 4;
-  pool_->run(first_block.back(), [&](int64_t b, int64_t e) {
+  pool_->run(
+      first_block.back(),
+      [&](int64_t b, int64_t e) {
     size_t i = static_cast<size_t>(std::upper_bound(first_block.begin(), first_block.end(), b) - first_block.begin()) - 1;
     for (; b < e; ++i) {
       const QuantJob& j = jobs[i];
@@ -347,7 +352,8 @@ void Context::matmuls_together(std::span<const QuantJob> jobs) {
       cpu::quant_matmul(j.w, {j.in->codes.data(), &j.in->scale, &j.in->sum, j.in->k, 1}, j.y, j.w.rows, r0, r1);
       b = end;
     }
-  });
+  },
+      8, ThreadPool::Schedule::kShared);
 }
 
 // Matmuls reading one input (q, k and v; gate and up). Decoding one token
