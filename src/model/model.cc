@@ -120,12 +120,12 @@ class Binder {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, MappedFile::Residency residency) {
   if (OrkpackFile::sniff_file(path)) {
-    ORK_ASSIGN_OR_RETURN(OrkpackFile pack, OrkpackFile::open(path));
+    ORK_ASSIGN_OR_RETURN(OrkpackFile pack, OrkpackFile::open(path, residency));
     return load(std::move(pack));
   }
-  ORK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::open(path));
+  ORK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::open(path, residency));
   return load(std::move(gguf));
 }
 

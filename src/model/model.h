@@ -41,13 +41,18 @@ class Model {
   // takes ownership of the file. Errors name the file and the tensor.
   static Result<std::unique_ptr<Model>> load(GgufFile gguf);
   static Result<std::unique_ptr<Model>> load(OrkpackFile pack);
-  // Opens a GGUF or an orkpack, whichever the file is.
-  static Result<std::unique_ptr<Model>> load(const std::string& path);
+  // Opens a GGUF or an orkpack, whichever the file is: mapped, or read into
+  // memory of its own on huge pages (MappedFile::Residency), which decodes
+  // faster.
+  static Result<std::unique_ptr<Model>> load(const std::string& path,
+                                             MappedFile::Residency residency = MappedFile::Residency::kMapped);
 
   const ModelConfig& config() const { return config_; }
   // Metadata (and, for a GGUF, the tensors). For an orkpack: its metadata only.
   const GgufFile& gguf() const { return pack_ ? pack_->metadata() : gguf_; }
   const std::string& path() const { return pack_ ? pack_->path() : gguf_.path(); }
+  // Read into memory of its own (MappedFile::Residency::kResident), not mapped.
+  bool resident() const { return pack_ ? pack_->resident() : gguf_.resident(); }
   const OrkpackFile* orkpack() const { return pack_ ? &*pack_ : nullptr; }
   const ref::WeightView& token_embd() const { return token_embd_; }
   const ref::WeightView& output() const { return output_; }

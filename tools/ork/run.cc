@@ -20,6 +20,7 @@ namespace ork::cli {
 namespace {
 
 struct RunOptions {
+  bool mmap = false;
   std::string model;
   std::string prompt;
   std::string prompt_file;
@@ -63,8 +64,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Result<std::unique_ptr<Model>> load_or_synthesize(const std::string& path) {
-  if (!path.empty()) return Model::load(path);
+Result<std::unique_ptr<Model>> load_or_synthesize(const std::string& path, bool mmap) {
+  if (!path.empty()) return Model::load(path, mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
   SynthOptions options;
   synth_preset("tiny", &options);
   std::fprintf(stderr,
@@ -90,7 +91,7 @@ int run(RunOptions& opt) {
   if (opt.model.empty() && prompt.empty()) prompt = "Once upon a time";
 
   const auto t_load = std::chrono::steady_clock::now();
-  auto model = load_or_synthesize(opt.model);
+  auto model = load_or_synthesize(opt.model, opt.mmap);
   if (!model.is_ok()) return fail(model.status().to_string());
   auto tokenizer = Tokenizer::from_gguf((*model)->gguf());
   if (!tokenizer.is_ok()) return fail(tokenizer.status().to_string());
@@ -224,6 +225,7 @@ Runner add_run(CLI::App& app) {
   app.add_option("-s,--seed", opt->seed, "Random seed (default: random, printed)");
   app.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-text token");
   app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(CLI::PositiveNumber);
+  app.add_flag("--mmap", opt->mmap, "Map the model file instead of reading it into memory on huge pages (starts faster and shares the page cache; decode is slower)");
   opt->npu.add_options(app);
   app.add_flag("--stats", opt->stats, "After the run: weight bytes read per token and per-layer expert usage (MoE)");
   return [opt] { return run(*opt); };

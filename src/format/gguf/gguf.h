@@ -91,7 +91,8 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  static Result<GgufFile> open(const std::string& path);
+  static Result<GgufFile> open(const std::string& path,
+                               MappedFile::Residency residency = MappedFile::Residency::kMapped);
   // Parses bytes already in memory (tests, the fuzzer, in-memory models).
   static Result<GgufFile> parse(MappedFile file);
 
@@ -100,6 +101,7 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }
   const std::string& path() const { return file_.path(); }
   uint64_t file_size() const { return file_.size(); }
+  bool resident() const { return file_.resident(); }
 
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
   const GgufValue* find(const std::string& key) const;

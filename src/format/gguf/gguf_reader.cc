@@ -132,8 +132,8 @@ bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul
 
 }  // namespace
 
-Result<GgufFile> GgufFile::open(const std::string& path) {
-  ORK_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+Result<GgufFile> GgufFile::open(const std::string& path, MappedFile::Residency residency) {
+  ORK_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path, residency));
   return parse(std::move(file));
 }
 

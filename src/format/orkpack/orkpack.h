@@ -52,7 +52,8 @@ struct OrkpackTensor {
 
 class OrkpackFile {
  public:
-  static Result<OrkpackFile> open(const std::string& path);
+  static Result<OrkpackFile> open(const std::string& path,
+                                  MappedFile::Residency residency = MappedFile::Residency::kMapped);
   static Result<OrkpackFile> parse(MappedFile file);
   // True if the bytes start with the orkpack magic.
   static bool sniff(const uint8_t* data, size_t size);
@@ -60,6 +61,7 @@ class OrkpackFile {
 
   const std::string& path() const { return file_.path(); }
   uint64_t file_size() const { return file_.size(); }
+  bool resident() const { return file_.resident(); }
   uint32_t version() const { return version_; }
   // All metadata (the source GGUF's and ork's keys), as a tensorless GGUF.
   const GgufFile& metadata() const { return metadata_; }

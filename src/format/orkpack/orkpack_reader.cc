@@ -93,8 +93,8 @@ bool OrkpackFile::sniff_file(const std::string& path) {
   return sniff(head, n);
 }
 
-Result<OrkpackFile> OrkpackFile::open(const std::string& path) {
-  ORK_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+Result<OrkpackFile> OrkpackFile::open(const std::string& path, MappedFile::Residency residency) {
+  ORK_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path, residency));
   return parse(std::move(file));
 }
 
