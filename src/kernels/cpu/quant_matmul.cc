@@ -354,9 +354,17 @@ void PanelActs(const int8_t* src, int n, int64_t k, int8_t* dst) {
 // each new tile. The R rows of the next tile are contiguous: each step
 // prefetches as many of its bytes as it consumes of its own, so the next
 // tile's rows arrive while this one computes.
-HWY_INLINE void PrefetchSpan(const uint8_t* p, int64_t bytes) {
-  for (int64_t off = 0; off < bytes; off += 64) hwy::Prefetch(p + off);
+template <int64_t kBytes>
+HWY_INLINE void PrefetchSpan(const uint8_t* p) {
+  for (int64_t off = 0; off < kBytes; off += 64) hwy::Prefetch(p + off);
 }
+
+// Plane bytes of one row per step, fixed by the kind (quant_types.h).
+template <CodeKind K>
+constexpr int64_t kPlane0StepBytes = (K == CodeKind::kI8 ? 32 : 16) * kStepGroups;
+template <CodeKind K>
+constexpr int64_t kPlane1StepBytes =
+    (K == CodeKind::kI5 ? 4 : K == CodeKind::kI6 ? 8 : K == CodeKind::kI8s ? 16 : 0) * kStepGroups;
 
 // y for rows r0..r0+R-1 and tokens t0..t0+T-1, whose activations start at
 // `act0`: rows a.k apart in a.q, or with kPanel the tile's panel (PanelActs).
@@ -376,7 +384,7 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   const int8_t* act[T];
   for (int t = 0; t < T; ++t) act[t] = act0 + (kPanel ? t * kStepBytes : t * a.k);
   // Plane bytes per step of one row, and where the next tile's rows start.
-  const int64_t step0 = b0 * 32 * kStepGroups / w.k, step1 = b1 * 32 * kStepGroups / w.k;
+  constexpr int64_t step0 = kPlane0StepBytes<K>, step1 = kPlane1StepBytes<K>;
   const uint8_t* next0 = w.p0 + (r0 + R) * b0;
   const uint8_t* next1 = b1 > 0 ? w.p1 + (r0 + R) * b1 : nullptr;
 
@@ -395,8 +403,8 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   // One step: prefetch the next tile's share, inflate R rows' codes, and
   // hand each token's activations with them to `mac(r, t, c0, c1, a0, a1)`.
   auto run_step = [&](int64_t at_step, auto&& mac) HWY_ATTR {
-    PrefetchSpan(next0 + at_step * R * step0, R * step0);
-    if (next1 != nullptr) PrefetchSpan(next1 + at_step * R * step1, R * step1);
+    PrefetchSpan<R * step0>(next0 + at_step * R * step0);
+    if constexpr (step1 > 0) PrefetchSpan<R * step1>(next1 + at_step * R * step1);
     typename C::V c0[R], c1[R];
     for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
     for (int t = 0; t < T; ++t) {
@@ -495,16 +503,21 @@ void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
 }
 
 // Decode (and batches under four tokens): four rows per tile share each
-// activation load.
+// activation load. The activations go into a panel first (one or two
+// tokens), so the steps load them in code order without shuffles.
 template <CodeKind K>
 void MatmulKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                 int64_t row_end) {
   if (a.n >= 4) return MatmulPrefill<K>(w, a, y, ldy, row_begin, row_end);
+  thread_local std::vector<int8_t> panel;
+  panel.resize(static_cast<size_t>(a.n * a.k));
+  const int pairs = a.n / 2;
+  if (pairs > 0) PanelActs<Codes<K>::kNibbleOrder>(a.q, 2, a.k, panel.data());
+  if (a.n % 2 == 1) PanelActs<Codes<K>::kNibbleOrder>(a.q + 2 * pairs * a.k, 1, a.k, panel.data() + 2 * pairs * a.k);
   int64_t r = row_begin;
   for (; r + 4 <= row_end; r += 4) {
-    int t = 0;
-    for (; t + 2 <= a.n; t += 2) Tile<K, 4, 2>(w, a, a.q + t * a.k, r, t, y, ldy);
-    for (; t < a.n; ++t) Tile<K, 4, 1>(w, a, a.q + t * a.k, r, t, y, ldy);
+    if (pairs > 0) Tile<K, 4, 2, true>(w, a, panel.data(), r, 0, y, ldy);
+    if (a.n % 2 == 1) Tile<K, 4, 1, true>(w, a, panel.data() + 2 * pairs * a.k, r, 2 * pairs, y, ldy);
   }
   for (; r < row_end; ++r) {
     for (int t = 0; t < a.n; ++t) Tile<K, 1, 1>(w, a, a.q + t * a.k, r, t, y, ldy);
