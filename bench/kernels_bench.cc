@@ -1,7 +1,8 @@
 // Kernel microbenchmarks (Google Benchmark): the quantized matmul per tier
 // and token count M, on weights larger than the caches (M = 1, memory-bound:
 // read GB/s) or L2-resident blocks (M > 1, compute-bound: GMAC/s), single
-// thread. Run: build/release/ork-kernels-bench [--benchmark_filter=i4]
+// thread; K = 768 is the down projection of a qwen3moe expert. Run:
+// build/release/ork-kernels-bench [--benchmark_filter=i4]
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -64,7 +65,7 @@ void BM_QuantMatmul(benchmark::State& state) {
 }
 
 BENCHMARK(BM_QuantMatmul)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 4, 16, 64}, {2048, 8192}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 4, 16, 64}, {768, 2048, 8192}})
     ->ArgNames({"kind", "M", "K"})
     ->Unit(benchmark::kMicrosecond);
 
