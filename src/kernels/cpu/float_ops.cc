@@ -37,8 +37,34 @@ void Rotate(float* x, int64_t k, int block, const float* signs) {
   const float norm = 1.0f / std::sqrt(static_cast<float>(block));
   for (int64_t b = 0; b < k; b += block) {
     float* xb = x + b;
-    // Butterflies on lanes of one vector: scalar (log2(L) of log2(block) passes).
     int h = 1;
+#if HWY_TARGET != HWY_SCALAR
+    // Butterflies between lanes of one vector (h = 1, 2 and, with 8 or more
+    // lanes, 4) by swapping lanes: a + c where the lower partner sits, the
+    // swapped value minus its own where the upper one does, which are the
+    // same two float operations the scalar loop does, so the same bits.
+    constexpr int kLanes = static_cast<int>(hn::MaxLanes(d));
+    if (kLanes >= 4 && block >= L) {
+      const hn::RebindToSigned<DF> di;
+      const auto lane = hn::Iota(di, 0);
+      const auto upper2 = hn::RebindMask(d, hn::TestBit(lane, hn::Set(di, 2)));
+      const auto upper4 = hn::RebindMask(d, hn::TestBit(lane, hn::Set(di, 4)));
+      for (int q = 0; q < block; q += static_cast<int>(L)) {
+        auto v = hn::LoadU(d, xb + q);
+        auto s = hn::Shuffle2301(v);
+        v = hn::OddEven(hn::Sub(s, v), hn::Add(v, s));
+        s = hn::Shuffle1032(v);
+        v = hn::IfThenElse(upper2, hn::Sub(s, v), hn::Add(v, s));
+        if constexpr (kLanes >= 8) {
+          s = hn::SwapAdjacentBlocks(v);
+          v = hn::IfThenElse(upper4, hn::Sub(s, v), hn::Add(v, s));
+        }
+        hn::StoreU(v, d, xb + q);
+      }
+      h = std::min(kLanes, 8);
+    }
+#endif
+    // The rest of the in-vector passes (all of them on short blocks): scalar.
     for (; h < block && h < L; h *= 2) {
       for (int i = 0; i < block; i += 2 * h) {
         for (int q = i; q < i + h; ++q) {
