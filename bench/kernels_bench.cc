@@ -5,6 +5,10 @@
 // build/release/ork-kernels-bench [--benchmark_filter=i4]
 #include <benchmark/benchmark.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <random>
 #include <vector>
 
@@ -76,6 +80,43 @@ void BM_StreamRead(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(buf.size()) * 8e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_StreamRead)->Unit(benchmark::kMillisecond);
+
+#if defined(__x86_64__)
+// The int8 multiply ceiling of one core: 12 independent chains of
+// vpmaddubsw in registers (32 multiply-adds each), nothing else. The GEMM
+// figures above are judged against this.
+__attribute__((target("avx2"))) void BM_PmaddubswPeak(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx2")) {
+    state.SkipWithError("no AVX2");
+    return;
+  }
+  constexpr int64_t kIters = 1 << 20;
+  for (auto _ : state) {
+    // Twelve named registers (an array would live in memory and measure
+    // store-to-load forwarding instead).
+    __m256i v0 = _mm256_set1_epi8(1), v1 = _mm256_set1_epi8(2), v2 = _mm256_set1_epi8(3), v3 = _mm256_set1_epi8(4);
+    __m256i v4 = _mm256_set1_epi8(5), v5 = _mm256_set1_epi8(6), v6 = _mm256_set1_epi8(7), v7 = _mm256_set1_epi8(8);
+    __m256i v8 = _mm256_set1_epi8(9), v9 = _mm256_set1_epi8(10), v10 = _mm256_set1_epi8(11), v11 = _mm256_set1_epi8(12);
+    const __m256i w = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < kIters; ++i) {
+      v0 = _mm256_maddubs_epi16(v0, w), v1 = _mm256_maddubs_epi16(v1, w), v2 = _mm256_maddubs_epi16(v2, w);
+      v3 = _mm256_maddubs_epi16(v3, w), v4 = _mm256_maddubs_epi16(v4, w), v5 = _mm256_maddubs_epi16(v5, w);
+      v6 = _mm256_maddubs_epi16(v6, w), v7 = _mm256_maddubs_epi16(v7, w), v8 = _mm256_maddubs_epi16(v8, w);
+      v9 = _mm256_maddubs_epi16(v9, w), v10 = _mm256_maddubs_epi16(v10, w), v11 = _mm256_maddubs_epi16(v11, w);
+      // Keeps the chains and the loop from being folded away.
+      asm volatile("" : "+x"(v0), "+x"(v1), "+x"(v2), "+x"(v3), "+x"(v4), "+x"(v5), "+x"(v6), "+x"(v7), "+x"(v8),
+                   "+x"(v9), "+x"(v10), "+x"(v11));
+    }
+    const __m256i all = _mm256_xor_si256(_mm256_xor_si256(_mm256_xor_si256(v0, v1), _mm256_xor_si256(v2, v3)),
+                                         _mm256_xor_si256(_mm256_xor_si256(v4, v5), _mm256_xor_si256(v6, v7)));
+    benchmark::DoNotOptimize(_mm256_extract_epi32(_mm256_xor_si256(all, _mm256_xor_si256(_mm256_xor_si256(v8, v9), _mm256_xor_si256(v10, v11))), 0));
+  }
+  state.counters["G_vpmaddubsw/s"] =
+      benchmark::Counter(12.0 * kIters * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GMAC/s"] = benchmark::Counter(12.0 * 32 * kIters * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_PmaddubswPeak)->Unit(benchmark::kMillisecond);
+#endif
 
 }  // namespace
 }  // namespace ork
