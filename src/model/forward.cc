@@ -265,8 +265,15 @@ void Context::store_kv(int layer, int n) {
     const float* kt = &k_[static_cast<size_t>(t) * kv];
     const float* vt = &v_[static_cast<size_t>(t) * kv];
     if (fast_kernels_) {
-      cpu::to_f16(kt, kv, &k_cache16_[at]);
-      cpu::to_f16(vt, kv, &v_cache16_[at]);
+      // The f16 cache is laid out per KV head ([layer][kv head][position]
+      // [head_dim]): attention walks one head's positions as one stream.
+      const int hd = c_.head_dim;
+      for (int h = 0; h < c_.n_head_kv; ++h) {
+        const size_t head_at =
+            ((static_cast<size_t>(layer) * c_.n_head_kv + h) * n_ctx_ + static_cast<size_t>(n_past_ + t)) * hd;
+        cpu::to_f16(kt + h * hd, hd, &k_cache16_[head_at]);
+        cpu::to_f16(vt + h * hd, hd, &v_cache16_[head_at]);
+      }
     } else {
       std::copy_n(kt, kv, &k_cache_[at]);
       std::copy_n(vt, kv, &v_cache_[at]);
@@ -301,10 +308,10 @@ void Context::attention(int layer, int n_tokens) {
         scores.resize(static_cast<size_t>(n_ctx_) * group);
         for (int64_t i = begin; i < end; ++i) {
           const int t = static_cast<int>(i / c_.n_head_kv), kvh = static_cast<int>(i % c_.n_head_kv);
-          const size_t kv_off = layer_off + static_cast<size_t>(kvh) * hd;
+          const size_t kv_off = (static_cast<size_t>(layer) * c_.n_head_kv + kvh) * n_ctx_ * hd;
           const size_t q_off = static_cast<size_t>(t) * c_.q_dim() + static_cast<size_t>(kvh) * group * hd;
           cpu::attention_group_f16(&q_[q_off], group, &k_cache16_[kv_off], &v_cache16_[kv_off], n_past_ + t + 1, hd,
-                                   c_.kv_dim(), scale, scores.data(), &attn_[q_off]);
+                                   hd, scale, scores.data(), &attn_[q_off]);
         }
       },
       std::max<int64_t>(1, 4096 / std::max(1, (n_past_ + n_tokens) * hd * group)));

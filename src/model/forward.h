@@ -144,8 +144,10 @@ class Context {
     std::vector<float> signs;
   };
   std::deque<SignTable> signs_;  // the rotation's signs per (k, seed); stable addresses
-  // [layer][pos][kv_dim]: f32 on the reference path, f16 on the fast path.
+  // The reference path's f32 cache: [layer][pos][kv_dim].
   std::vector<float> k_cache_, v_cache_;
+  // The fast path's f16 cache: [layer][kv head][pos][head_dim], so one KV
+  // head's positions are contiguous for attention.
   std::vector<uint16_t> k_cache16_, v_cache16_;
   std::vector<float> rope_cos_, rope_sin_;  // [token][n_rot / 2] of this batch
 
