@@ -323,11 +323,13 @@ void Context::attention(int layer, int n_tokens) {
 // its rows split over the pool; the outputs are summed with the routing
 // weights. Decode reads only the routed experts.
 // Quantized activations of one input for one stored basis (k, rotation).
-const Context::QuantInput& Context::quantize_input(const ref::WeightView& w, const float* x, std::deque<QuantInput>& cache) {
-  for (const QuantInput& q : cache) {
+const Context::QuantInput& Context::quantize_input(const ref::WeightView& w, const float* x, QuantInputs& cache) {
+  for (size_t i = 0; i < cache.used; ++i) {
+    const QuantInput& q = cache.slots[i];
     if (q.k == w.k_stored && q.block == w.rotation_block && q.seed == w.rotation_seed) return q;
   }
-  QuantInput& q = cache.emplace_back();
+  if (cache.used == cache.slots.size()) cache.slots.emplace_back();
+  QuantInput& q = cache.slots[cache.used++];
   q.k = w.k_stored;
   q.block = w.rotation_block;
   q.seed = w.rotation_seed;
@@ -346,7 +348,8 @@ const Context::QuantInput& Context::quantize_input(const ref::WeightView& w, con
 // in blocks of 4 (the decode tile), split over the pool in one go, so the
 // threads stream one weight after another without a join per matrix.
 void Context::matmuls_together(std::span<const QuantJob> jobs) {
-  std::vector<int64_t> first_block(jobs.size() + 1, 0);
+  std::vector<int64_t>& first_block = first_block_;
+  first_block.assign(jobs.size() + 1, 0);
   for (size_t i = 0; i < jobs.size(); ++i) first_block[i + 1] = first_block[i] + (jobs[i].w.rows + 3) / 4;
   pool_->run(
       first_block.back(),
@@ -374,12 +377,12 @@ void Context::matmul_shared_input(std::initializer_list<std::pair<const ref::Wei
     for (const auto& [w, y] : outs) matmul(*w, x, n, y);
     return;
   }
-  std::deque<QuantInput> inputs;
-  std::vector<QuantJob> jobs;
+  shared_in_.reset();
+  jobs_.clear();
   for (const auto& [w, y] : outs) {
-    jobs.push_back({quant_weights(w->tier_tensor(), i8s_high_only_), &quantize_input(*w, x, inputs), y});
+    jobs_.push_back({quant_weights(w->tier_tensor(), i8s_high_only_), &quantize_input(*w, x, shared_in_), y});
   }
-  matmuls_together(jobs);
+  matmuls_together(jobs_);
 }
 
 // Decode (one token) through the routed experts on the fast path: gate and
@@ -399,8 +402,10 @@ bool Context::moe_decode_fused(int layer) {
   moe_gate_.resize(static_cast<size_t>(k) * ff);
   moe_up_.resize(static_cast<size_t>(k) * ff);
   moe_out_.resize(static_cast<size_t>(k) * E);
-  std::deque<QuantInput> in_cache;
-  std::vector<QuantJob> jobs;
+  QuantInputs& in_cache = shared_in_;
+  in_cache.reset();
+  std::vector<QuantJob>& jobs = jobs_;
+  jobs.clear();
   for (int j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(j)]);
     moe_stats_.hits[static_cast<size_t>(layer) * c_.n_expert + e] += 1;
@@ -416,7 +421,9 @@ bool Context::moe_decode_fused(int layer) {
     float* g = &moe_gate_[static_cast<size_t>(j) * ff];
     cpu::swiglu(g, &moe_up_[static_cast<size_t>(j) * ff], ff, g);
   }
-  std::vector<std::deque<QuantInput>> per_expert(static_cast<size_t>(k));
+  std::vector<QuantInputs>& per_expert = down_in_;
+  if (per_expert.size() < static_cast<size_t>(k)) per_expert.resize(static_cast<size_t>(k));
+  for (QuantInputs& in : per_expert) in.reset();
   for (int j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(j)]);
     jobs.push_back({quant_weights(L.down_exps[e].tier_tensor(), i8s_high_only_),
@@ -426,7 +433,8 @@ bool Context::moe_decode_fused(int layer) {
   matmuls_together(jobs);
   ++moe_stats_.fused_layers;
   // Summed in expert order, as the per-expert loop does.
-  std::vector<int> order(static_cast<size_t>(k));
+  std::vector<int>& order = expert_order_;
+  order.resize(static_cast<size_t>(k));
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int a, int b) { return route_ids_[static_cast<size_t>(a)] < route_ids_[static_cast<size_t>(b)]; });
   for (int j : order) {

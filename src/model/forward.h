@@ -100,7 +100,15 @@ class Context {
     float scale = 0;
     int32_t sum = 0;
   };
-  const QuantInput& quantize_input(const ref::WeightView& w, const float* x, std::deque<QuantInput>& cache);
+  // Quantized inputs of one source vector, one per stored basis. Slots are
+  // reused from call to call (reset() forgets them, keeping their buffers)
+  // and never move, so jobs may point at them.
+  struct QuantInputs {
+    std::deque<QuantInput> slots;
+    size_t used = 0;
+    void reset() { used = 0; }
+  };
+  const QuantInput& quantize_input(const ref::WeightView& w, const float* x, QuantInputs& cache);
   struct QuantJob {
     QuantWeights w;
     const QuantInput* in;
@@ -158,6 +166,14 @@ class Context {
   std::vector<float> router_logits_, route_w_, moe_in_, moe_gate_, moe_up_, moe_out_, moe_acc_;
   std::vector<int32_t> route_ids_, moe_tokens_;
   std::vector<float> quant_row_;  // quantize_input's scratch
+  // Decode's fused loops, kept so that a token does not allocate: the
+  // shared input and each routed expert's down input, the jobs, the loop's
+  // block offsets, the experts' summation order.
+  QuantInputs shared_in_;
+  std::vector<QuantInputs> down_in_;
+  std::vector<QuantJob> jobs_;
+  std::vector<int64_t> first_block_;
+  std::vector<int> expert_order_;
   std::vector<float> moe_weights_;
 
   // Scratch, [n_tokens][width].
