@@ -43,6 +43,11 @@ TEST(MappedFile, ResidentCopyHoldsTheSameBytesAsTheMapping) {
   std::remove(path.c_str());
 }
 
+TEST(MappedFile, ResidentCopyOnlyWhenItFitsInAvailableMemory) {
+  EXPECT_TRUE(MappedFile::resident_fits(size_t{1} << 20));
+  EXPECT_FALSE(MappedFile::resident_fits(size_t{1} << 60));
+}
+
 TEST(MappedFile, EmptyFileIsEmptyEitherWay) {
   const std::string path = temp_file("empty.bin", {});
   for (auto r : {MappedFile::Residency::kMapped, MappedFile::Residency::kResident}) {

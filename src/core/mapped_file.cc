@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <utility>
 
 namespace ork {
@@ -51,6 +53,17 @@ void HugePages::release_to(void** base, size_t* mapped_bytes) {
   *mapped_bytes = std::exchange(mapped_, 0);
   data_ = nullptr;
   size_ = 0;
+}
+
+bool MappedFile::resident_fits(size_t bytes) {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return bytes + (size_t{512} << 20) <= kib * 1024;
+  }
+  return true;  // no /proc/meminfo: nothing to go by
 }
 
 MappedFile::~MappedFile() { release(); }
@@ -97,7 +110,7 @@ Result<MappedFile> MappedFile::open(const std::string& path, Residency residency
   MappedFile file;
   file.path_ = path;
   file.size_ = static_cast<size_t>(st.st_size);
-  if (file.size_ > 0 && residency == Residency::kResident) {
+  if (file.size_ > 0 && residency == Residency::kResident && resident_fits(file.size_)) {
     HugePages mem(file.size_);
     if (mem.data() == nullptr) {
       ::close(fd);

@@ -31,7 +31,13 @@ class MappedFile {
 
   enum class Residency { kMapped, kResident };
 
+  // kResident falls back to a mapping (resident() false) when the file
+  // would not fit in the memory the kernel reports available, less 512 MiB:
+  // a copy that pushes the machine into swap or the OOM killer is worse than
+  // a slower decode.
   static Result<MappedFile> open(const std::string& path, Residency residency = Residency::kMapped);
+  // Whether a resident copy of `bytes` fits (see above).
+  static bool resident_fits(size_t bytes);
   static MappedFile from_bytes(std::vector<uint8_t> bytes, std::string name);
 
   const uint8_t* data() const { return data_; }

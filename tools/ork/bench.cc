@@ -105,6 +105,9 @@ int bench(BenchOptions& o) {
   } else {
     auto m = Model::load(o.model, o.mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
     if (!m.is_ok()) return fail(m.status().to_string());
+    if (!o.mmap && !(*m)->resident()) {
+      std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n", o.model.c_str());
+    }
     model = std::move(m).value();
   }
   const ModelConfig& c = model->config();
@@ -173,7 +176,7 @@ int bench(BenchOptions& o) {
     return 0;
   }
   std::printf("model            %s (%s)\n", model->path().c_str(),
-              model->resident() ? "read into memory, huge pages" : "mapped (--mmap) or built in memory");
+              model->resident() ? "read into memory, huge pages" : "mapped");
   std::printf("machine          %s, %d threads, %s; read bandwidth %.2f GB/s (median of %zu probes, %.2f-%.2f)\n",
               cpu_name().c_str(), pool.size(), target, bw, bws.size(), b.min, b.max);
   std::printf("prefill pp%-5d  %8.2f tok/s (min %.2f, max %.2f over %d reps)\n", o.n_prompt, p.median, p.min, p.max, o.reps);

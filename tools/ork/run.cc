@@ -65,7 +65,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 Result<std::unique_ptr<Model>> load_or_synthesize(const std::string& path, bool mmap) {
-  if (!path.empty()) return Model::load(path, mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
+  if (!path.empty()) {
+    auto model = Model::load(path, mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
+    if (model.is_ok() && !mmap && !(*model)->resident()) {
+      std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n", path.c_str());
+    }
+    return model;
+  }
   SynthOptions options;
   synth_preset("tiny", &options);
   std::fprintf(stderr,
