@@ -299,10 +299,9 @@ struct Codes {
 // Prefill reads its activations from a panel: the T tokens of a tile
 // interleaved step by step (token 0's step 0, token 1's step 0, ..., token
 // 0's step 1, ...), each step already in code order. One tile's loads then
-// walk one contiguous stream instead of T streams a.k bytes apart, which
-// the L1 serves at up to twice the rate on this class of core (measured:
-// 48 -> 73 GMAC/s for the 1x8 i4 tile). A group left over on 256-bit
-// targets follows, T x 32 bytes in weight order.
+// walk one contiguous stream instead of T streams a.k bytes apart (in a
+// throwaway harness the 1x8 i4 tile went from 48 to 73 GMAC/s). A group left
+// over on 256-bit targets follows, T x 32 bytes in weight order.
 constexpr int64_t kStepBytes = 32 * kStepGroups;
 
 // Scratch for panels: 64-byte aligned, so no 32-byte load of a panel
@@ -353,15 +352,6 @@ template <CodeKind K>
 constexpr int64_t kPlane1StepBytes =
     (K == CodeKind::kI5 ? 4 : K == CodeKind::kI6 ? 8 : K == CodeKind::kI8s ? 16 : 0) * kStepGroups;
 
-// The pointer, hidden from the optimizer. Without it GCC hoists every
-// token's activation loads and products of a step ahead of the sums they
-// feed and spills the sums (measured on the 1x8 i4 tile: about half the
-// speed of the same loop written in order).
-HWY_INLINE const int8_t* Opaque(const int8_t* p) {
-  asm("" : "+r"(p));
-  return p;
-}
-
 // y for rows r0..r0+R-1 and tokens t0..t0+T-1, whose activations are the
 // tile's panel (PanelActs).
 template <CodeKind K, int R, int T>
@@ -405,11 +395,11 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
     for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
     const int8_t* p = panel + at_step * T * kStepBytes;
     for (int t = 0; t < T; ++t) {
-      const VI8 av = hn::LoadU(di, Opaque(p + t * kStepBytes));
+      const VI8 av = hn::LoadU(di, p + t * kStepBytes);
       for (int r = 0; r < R; ++r) mac(r, t, c0[r], av);
     }
     for (int t = 0; t < T; ++t) {
-      const VI8 av = hn::LoadU(di, Opaque(p + t * kStepBytes + kL));
+      const VI8 av = hn::LoadU(di, p + t * kStepBytes + kL);
       for (int r = 0; r < R; ++r) mac(r, t, c1[r], av);
     }
     g += kStepGroups;
