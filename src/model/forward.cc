@@ -317,11 +317,6 @@ void Context::attention(int layer, int n_tokens) {
       std::max<int64_t>(1, 4096 / std::max(1, (n_past_ + n_tokens) * hd * group)));
 }
 
-// The mixture-of-experts FFN of one layer on xn_ (n normalised tokens),
-// leaving its output in xn_. Tokens are routed, grouped by expert, and each
-// active expert runs once over all of its tokens (gate, up, SwiGLU, down),
-// its rows split over the pool; the outputs are summed with the routing
-// weights. Decode reads only the routed experts.
 // Quantized activations of one input for one stored basis (k, rotation).
 const Context::QuantInput& Context::quantize_input(const ref::WeightView& w, const float* x, QuantInputs& cache) {
   for (size_t i = 0; i < cache.used; ++i) {
@@ -351,9 +346,7 @@ void Context::matmuls_together(std::span<const QuantJob> jobs) {
   std::vector<int64_t>& first_block = first_block_;
   first_block.assign(jobs.size() + 1, 0);
   for (size_t i = 0; i < jobs.size(); ++i) first_block[i + 1] = first_block[i] + (jobs[i].w.rows + 3) / 4;
-  pool_->run(
-      first_block.back(),
-      [&](int64_t b, int64_t e) {
+  auto run_blocks = [&](int64_t b, int64_t e) {
     size_t i = static_cast<size_t>(std::upper_bound(first_block.begin(), first_block.end(), b) - first_block.begin()) - 1;
     for (; b < e; ++i) {
       const QuantJob& j = jobs[i];
@@ -362,8 +355,9 @@ void Context::matmuls_together(std::span<const QuantJob> jobs) {
       cpu::quant_matmul(j.w, {j.in->codes.data(), &j.in->scale, &j.in->sum, j.in->k, 1}, j.y, j.w.rows, r0, r1);
       b = end;
     }
-  },
-      8, ThreadPool::Schedule::kShared);
+  };
+  // Shares of at least 8 blocks (32 rows), claimed as the threads free up.
+  pool_->run(first_block.back(), run_blocks, 8, ThreadPool::Schedule::kShared);
 }
 
 // Matmuls reading one input (q, k and v; gate and up). Decoding one token
@@ -445,6 +439,11 @@ bool Context::moe_decode_fused(int layer) {
   return true;
 }
 
+// The mixture-of-experts FFN of one layer on xn_ (n normalised tokens),
+// leaving its output in xn_. Tokens are routed, grouped by expert, and each
+// active expert runs once over all of its tokens (gate, up, SwiGLU, down),
+// its rows split over the pool; the outputs are summed with the routing
+// weights. Decode reads only the routed experts.
 void Context::moe_ffn(int layer, int n) {
   const LayerWeights& L = model_.layer(layer);
   const int E = c_.n_embd, n_exp = c_.n_expert, k = c_.n_expert_used, ff = c_.n_ff_exp;

@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <new>
 #include <numeric>
 #include <random>
 
 #include "commands.h"
+#include "load_model.h"
 #include "npu_cli.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/float_ops.h"
@@ -54,10 +54,10 @@ Summary summarize(std::vector<double> v) {
 class BandwidthProbe {
  public:
   explicit BandwidthProbe(ThreadPool& pool) : pool_(pool), mem_(size_t{1} << 30) {
-    if (mem_.data() == nullptr) throw std::bad_alloc();
     words_ = static_cast<int64_t>(mem_.size() / 8);
     for (size_t i = 0; i < mem_.size(); i += 4096) mem_.data()[i] = static_cast<uint8_t>(i >> 12);  // touch every page
   }
+  bool ok() const { return mem_.data() != nullptr; }
   double measure(int passes) {
     const double bytes = static_cast<double>(mem_.size());
     const auto* words = reinterpret_cast<const uint64_t*>(mem_.data());
@@ -103,11 +103,8 @@ int bench(BenchOptions& o) {
     if (!m.is_ok()) return fail(m.status().to_string());
     model = std::move(m).value();
   } else {
-    auto m = Model::load(o.model, o.mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
+    auto m = load_model(o.model, o.mmap);
     if (!m.is_ok()) return fail(m.status().to_string());
-    if (!o.mmap && !(*m)->resident()) {
-      std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n", o.model.c_str());
-    }
     model = std::move(m).value();
   }
   const ModelConfig& c = model->config();
@@ -116,6 +113,7 @@ int bench(BenchOptions& o) {
   std::uniform_int_distribution<int32_t> tok(3, c.n_vocab - 1);
   std::fprintf(stderr, "ork: measuring read bandwidth (%d threads)...\n", pool.size());
   BandwidthProbe probe(pool);
+  if (!probe.ok()) return fail("cannot allocate the 1 GiB the bandwidth probe reads");
   std::vector<double> bws = {probe.measure(5)};
   NpuCli& npu_cli = o.npu;
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
@@ -200,7 +198,7 @@ Runner add_bench(CLI::App& app) {
   app.add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   o->npu.add_options(app);
   app.add_flag("--json", o->json, "Print one JSON object");
-  app.add_flag("--mmap", o->mmap, "Map the model file instead of reading it into memory on huge pages (starts faster and shares the page cache; decode is slower)");
+  add_mmap_flag(app, o->mmap);
   return [o] { return bench(*o); };
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "commands.h"
+#include "load_model.h"
 #include "model/perplexity.h"
 #include "text_input.h"
 
@@ -58,12 +59,11 @@ Result<std::vector<WindowScores>> load_base(const std::string& path) {
 }
 
 int ppl(const PplCliOptions& c) {
-  const auto residency = c.mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident;
-  auto model = Model::load(c.model, residency);
+  auto model = load_model(c.model, c.mmap);
   if (!model.is_ok()) return fail(model.status().to_string());
   std::unique_ptr<Model> ref;
   if (!c.ref.empty()) {
-    auto r = Model::load(c.ref, residency);
+    auto r = load_model(c.ref, c.mmap);
     if (!r.is_ok()) return fail(r.status().to_string());
     ref = std::move(r).value();
   }
@@ -130,7 +130,7 @@ Runner add_ppl(CLI::App& app) {
   app.add_option("--kl-base", c->kl_base, "Reference scores saved by --save-kl-base")->check(CLI::ExistingFile);
   app.add_option("--save-kl-base", c->save_kl_base, "Save this model's scores as a KL base");
   app.add_flag("--json", c->json, "Print one JSON object");
-  app.add_flag("--mmap", c->mmap, "Map the model file instead of reading it into memory on huge pages (starts faster and shares the page cache; decode is slower)");
+  add_mmap_flag(app, c->mmap);
   app.add_flag("--ref-kernels", c->reference_kernels,
                "Score with the scalar reference kernels (f32 activations): the weights' quality alone");
   return [c] { return ppl(*c); };

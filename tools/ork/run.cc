@@ -8,6 +8,7 @@
 #include <string>
 
 #include "commands.h"
+#include "load_model.h"
 #include "npu_cli.h"
 #include "core/thread_pool.h"
 #include "model/forward.h"
@@ -65,13 +66,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 Result<std::unique_ptr<Model>> load_or_synthesize(const std::string& path, bool mmap) {
-  if (!path.empty()) {
-    auto model = Model::load(path, mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
-    if (model.is_ok() && !mmap && !(*model)->resident()) {
-      std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n", path.c_str());
-    }
-    return model;
-  }
+  if (!path.empty()) return load_model(path, mmap);
   SynthOptions options;
   synth_preset("tiny", &options);
   std::fprintf(stderr,
@@ -231,7 +226,7 @@ Runner add_run(CLI::App& app) {
   app.add_option("-s,--seed", opt->seed, "Random seed (default: random, printed)");
   app.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-text token");
   app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(CLI::PositiveNumber);
-  app.add_flag("--mmap", opt->mmap, "Map the model file instead of reading it into memory on huge pages (starts faster and shares the page cache; decode is slower)");
+  add_mmap_flag(app, opt->mmap);
   opt->npu.add_options(app);
   app.add_flag("--stats", opt->stats, "After the run: weight bytes read per token and per-layer expert usage (MoE)");
   return [opt] { return run(*opt); };

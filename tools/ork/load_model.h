@@ -1,0 +1,20 @@
+// Loading a model for a command that runs it (run, bench, ppl): read into
+// memory on huge pages unless --mmap is given (MappedFile::Residency).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+
+namespace ork::cli {
+
+// Adds the --mmap flag to `app`, bound to `mmap`.
+void add_mmap_flag(CLI::App& app, bool& mmap);
+
+// Model::load, resident unless `mmap`; says on stderr when a file that was
+// to be read into memory had to be mapped because it does not fit.
+Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap);
+
+}  // namespace ork::cli
