@@ -101,9 +101,14 @@ Result<ModelConfig> read_model_config(const GgufFile& gguf) {
   if (c.arch->requires_experts || has_experts) {
     ORK_RETURN_IF_ERROR(get("expert_count", -1, 1 << 16, &c.n_expert));
     ORK_RETURN_IF_ERROR(get("expert_used_count", -1, c.n_expert, &c.n_expert_used));
-    // Mixtral's experts are feed_forward_length wide; the Qwen MoEs and OLMoE
-    // name their own width when it differs.
-    ORK_RETURN_IF_ERROR(get("expert_feed_forward_length", c.n_ff, 1 << 22, &c.n_ff_exp));
+    // As llama.cpp reads them: the Qwen MoEs name their experts' width
+    // (without the key, feed_forward_length is split over the experts used);
+    // mixtral's and OLMoE's experts are feed_forward_length wide.
+    if (c.arch->expert_ff_key) {
+      ORK_RETURN_IF_ERROR(get("expert_feed_forward_length", c.n_ff / c.n_expert_used, 1 << 22, &c.n_ff_exp));
+    } else {
+      c.n_ff_exp = c.n_ff;
+    }
     if (c.arch->shared_expert) {
       ORK_RETURN_IF_ERROR(get("expert_shared_feed_forward_length", c.n_ff, 1 << 22, &c.n_ff_shexp));
     }

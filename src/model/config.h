@@ -28,6 +28,12 @@ struct ArchSpec {
   bool requires_experts;
   bool norm_topk;
   bool shared_expert;        // qwen2moe: one more expert, gated by sigmoid(w . x)
+  // Each expert's FFN width, as llama.cpp reads it: `<arch>.expert_feed_forward_length`
+  // (the Qwen MoEs; feed_forward_length / expert_used_count when absent), or
+  // feed_forward_length itself (mixtral, olmoe: no other key is read).
+  bool expert_ff_key;
+  // llama.cpp's loader needs output.weight (no tying to token_embd).
+  bool output_required;
 };
 
 const ArchSpec* find_arch(const std::string& name);

@@ -104,15 +104,18 @@ struct TensorPlan {
 }  // namespace
 
 uint64_t synth_param_count(const SynthOptions& o) {
+  const ArchSpec* arch = find_arch(o.arch);
+  const bool own_ff = arch != nullptr && arch->expert_ff_key && o.n_ff_exp > 0;
+  const bool tied = o.tied && (arch == nullptr || !arch->output_required);
   const uint64_t hd = static_cast<uint64_t>(o.head_dim > 0 ? o.head_dim : o.n_embd / std::max(1, o.n_head));
   const uint64_t E = static_cast<uint64_t>(o.n_embd);
   const uint64_t q = hd * static_cast<uint64_t>(o.n_head), kv = hd * static_cast<uint64_t>(o.n_head_kv);
   const uint64_t ffn = o.n_expert > 0
-                          ? 3 * E * static_cast<uint64_t>(o.n_ff_exp > 0 ? o.n_ff_exp : o.n_ff) * static_cast<uint64_t>(o.n_expert) +
+                          ? 3 * E * static_cast<uint64_t>(own_ff ? o.n_ff_exp : o.n_ff) * static_cast<uint64_t>(o.n_expert) +
                                 E * static_cast<uint64_t>(o.n_expert)
                           : 3 * E * static_cast<uint64_t>(o.n_ff);
   const uint64_t per_layer = E * q * 2 + E * kv * 2 + ffn + 2 * E;
-  return per_layer * static_cast<uint64_t>(o.n_layer) + E * static_cast<uint64_t>(o.n_vocab) * (o.tied ? 1 : 2) + E;
+  return per_layer * static_cast<uint64_t>(o.n_layer) + E * static_cast<uint64_t>(o.n_vocab) * (tied ? 1 : 2) + E;
 }
 
 Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* data_fn) {
@@ -155,8 +158,28 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
   if (!moe && o.n_expert > 0) {
     return error(StatusCode::kInvalidArgument, "synth: {} has no experts (mixtral is llama with --experts)", o.arch);
   }
-  // Mixtral (llama with experts) sizes its experts by feed_forward_length.
-  const int ff_exp = o.arch != "llama" && o.n_ff_exp > 0 ? o.n_ff_exp : o.n_ff;
+  // What llama.cpp's loader asks of each family, so that it reads these
+  // files too (src/model/arch/ says which family needs what).
+  if (moe && !arch->expert_ff_key && o.n_ff_exp > 0 && o.n_ff_exp != o.n_ff) {
+    return error(StatusCode::kInvalidArgument,
+                 "synth: {} experts are feed_forward_length wide (llama.cpp reads no other width for them): "
+                 "give --n-ff {} instead of --expert-ff",
+                 o.arch == "llama" ? "mixtral" : o.arch, o.n_ff_exp);
+  }
+  if (arch->output_required && o.n_head * hd != o.n_embd) {
+    return error(StatusCode::kInvalidArgument,
+                 "synth: {} needs n_head x head_dim = n_embd (llama.cpp reads its attention as n_embd wide); "
+                 "got {} x {} for n_embd {}",
+                 o.arch, o.n_head, hd, o.n_embd);
+  }
+  if (arch->qk_norm == QkNorm::kWhole && o.n_head_kv != o.n_head) {
+    return error(StatusCode::kInvalidArgument,
+                 "synth: {} has as many KV heads as heads (llama.cpp normalises k over n_embd); got {} of {}",
+                 o.arch, o.n_head_kv, o.n_head);
+  }
+  const int ff_exp = arch->expert_ff_key && o.n_ff_exp > 0 ? o.n_ff_exp : o.n_ff;
+  // llama.cpp's qwen2moe and olmoe need their own output matrix.
+  const bool tied = o.tied && !arch->output_required;
   const int ff_sh = o.n_ff_shexp > 0 ? o.n_ff_shexp : o.n_ff;
   const uint32_t block = info->block_elems;
   for (int k : {o.n_embd, o.n_ff, o.n_head * hd, ff_exp, ff_sh}) {
@@ -169,7 +192,13 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
   const std::string a = o.arch + ".";
   w->set("general.architecture", GgufValue::make_string(o.arch));
   w->set("general.name", GgufValue::make_string("ork synthetic " + o.arch + " (random weights)"));
-  w->set("general.file_type", GgufValue::make_uint32(o.type == GgmlType::kF32 ? 0 : o.type == GgmlType::kF16 ? 1 : 7));
+  // llama.cpp's llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32.
+  const uint32_t file_type = o.type == GgmlType::kF32    ? 0
+                             : o.type == GgmlType::kF16  ? 1
+                             : o.type == GgmlType::kQ4_0 ? 2
+                             : o.type == GgmlType::kQ8_0 ? 7
+                                                         : 32;
+  w->set("general.file_type", GgufValue::make_uint32(file_type));
   w->set(a + "context_length", GgufValue::make_uint32(static_cast<uint32_t>(o.n_ctx)));
   w->set(a + "embedding_length", GgufValue::make_uint32(static_cast<uint32_t>(o.n_embd)));
   w->set(a + "block_count", GgufValue::make_uint32(static_cast<uint32_t>(o.n_layer)));
@@ -187,7 +216,7 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
   if (moe) {
     w->set(a + "expert_count", GgufValue::make_uint32(static_cast<uint32_t>(o.n_expert)));
     w->set(a + "expert_used_count", GgufValue::make_uint32(static_cast<uint32_t>(o.n_expert_used)));
-    if (o.arch != "llama") w->set(a + "expert_feed_forward_length", GgufValue::make_uint32(static_cast<uint32_t>(ff_exp)));
+    if (arch->expert_ff_key) w->set(a + "expert_feed_forward_length", GgufValue::make_uint32(static_cast<uint32_t>(ff_exp)));
     if (arch->shared_expert) {
       w->set(a + "expert_shared_feed_forward_length", GgufValue::make_uint32(static_cast<uint32_t>(ff_sh)));
     }
@@ -257,7 +286,7 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
     }
   }
   vec("output_norm.weight", E, TensorPlan::kNorm);
-  if (!o.tied) matrix("output.weight", E, V);
+  if (!tied) matrix("output.weight", E, V);
   for (const TensorPlan& t : *plans) ORK_RETURN_IF_ERROR(w->add_tensor(t.name, t.type, t.dims));
 
   // Matrices and biases ~ N(0, 0.02^2); norm weights 1 + N(0, 0.1^2), not

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "model/forward.h"
 #include "model/tokenizer/tokenizer.h"
@@ -29,9 +30,11 @@ TEST_P(SynthArch, LoadsTokenizesAndRuns) {
   if (moe) {
     o.n_expert = 4;
     o.n_expert_used = 2;
-    o.n_ff_exp = 128;
+    // The Qwen MoEs name their experts' width; mixtral's and olmoe's are n_ff.
+    o.n_ff_exp = o.arch == "qwen2moe" || o.arch == "qwen3moe" ? 128 : 0;
     o.n_ff_shexp = 256;
   }
+  if (o.arch == "olmoe") o.n_head_kv = o.n_head;  // OLMoE is multi-head
   auto model = load_synth(o);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   EXPECT_STREQ((*model)->config().arch->name, o.arch.c_str());
@@ -61,6 +64,136 @@ INSTANTIATE_TEST_SUITE_P(All, SynthArch,
                            return std::string(std::get<0>(param_info.param)) + "_" +
                                   std::string(ggml_type_name(std::get<1>(param_info.param)));
                          });
+
+// The tensors llama.cpp's loader asks for, family by family (its
+// src/models/<arch>.cpp: names, shapes, which are optional), worked out here
+// from the file's metadata the way llama.cpp reads it, then matched against
+// what synth wrote: every required tensor with its exact shape, and nothing
+// else (llama.cpp refuses a file with tensors it did not ask for).
+struct LlamaCppLayout {
+  std::map<std::string, std::vector<uint64_t>> required;
+  std::map<std::string, std::vector<uint64_t>> optional;
+};
+
+LlamaCppLayout llama_cpp_layout(const GgufFile& g) {
+  const std::string a = *g.find_string("general.architecture");
+  auto key = [&](const std::string& k) { return static_cast<uint64_t>(g.find_int(a + "." + k).value_or(0)); };
+  const uint64_t E = key("embedding_length"), H = key("attention.head_count"), KV = key("attention.head_count_kv");
+  const uint64_t hd = key("attention.key_length") > 0 ? key("attention.key_length") : E / H;
+  const uint64_t F = key("feed_forward_length"), X = key("expert_count"), used = key("expert_used_count");
+  const uint64_t V = g.find("tokenizer.ggml.tokens")->array_size();
+  const bool qwen_moe = a == "qwen2moe" || a == "qwen3moe";
+  // Expert width: the Qwen MoEs' own key, else n_ff / n_expert_used; n_ff for mixtral and olmoe.
+  const uint64_t FX = qwen_moe ? (key("expert_feed_forward_length") > 0 ? key("expert_feed_forward_length") : F / used) : F;
+  LlamaCppLayout l;
+  l.required["token_embd.weight"] = {E, V};
+  l.required["output_norm.weight"] = {E};
+  (a == "qwen2moe" || a == "olmoe" ? l.required : l.optional)["output.weight"] = {E, V};
+  for (uint64_t i = 0; i < key("block_count"); ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    // qwen2moe and olmoe read the attention as n_embd wide.
+    const uint64_t Q = a == "qwen2moe" || a == "olmoe" ? E : hd * H;
+    l.required[p + "attn_norm.weight"] = {E};
+    l.required[p + "attn_q.weight"] = {E, Q};
+    l.required[p + "attn_k.weight"] = {E, hd * KV};
+    l.required[p + "attn_v.weight"] = {E, hd * KV};
+    l.required[p + "attn_output.weight"] = {Q, E};
+    l.required[p + "ffn_norm.weight"] = {E};
+    if (a == "qwen2" || a == "qwen2moe") {
+      l.required[p + "attn_q.bias"] = {Q};
+      l.required[p + "attn_k.bias"] = {hd * KV};
+      l.required[p + "attn_v.bias"] = {hd * KV};
+    }
+    if (a == "qwen3" || a == "qwen3moe") {
+      l.required[p + "attn_q_norm.weight"] = {hd};
+      l.required[p + "attn_k_norm.weight"] = {hd};
+    }
+    if (a == "olmoe") {
+      l.required[p + "attn_q_norm.weight"] = {E};
+      l.required[p + "attn_k_norm.weight"] = {E};
+    }
+    if (X == 0) {
+      l.required[p + "ffn_gate.weight"] = {E, F};
+      l.required[p + "ffn_up.weight"] = {E, F};
+      l.required[p + "ffn_down.weight"] = {F, E};
+      continue;
+    }
+    l.required[p + "ffn_gate_inp.weight"] = {E, X};
+    (a == "llama" ? l.optional : l.required)[p + "ffn_gate_exps.weight"] = {E, FX, X};
+    l.required[p + "ffn_up_exps.weight"] = {E, FX, X};
+    l.required[p + "ffn_down_exps.weight"] = {FX, E, X};
+    if (a == "qwen2moe") {
+      const uint64_t FS = key("expert_shared_feed_forward_length") > 0 ? key("expert_shared_feed_forward_length") : F;
+      l.required[p + "ffn_gate_inp_shexp.weight"] = {E};
+      l.required[p + "ffn_gate_shexp.weight"] = {E, FS};
+      l.required[p + "ffn_up_shexp.weight"] = {E, FS};
+      l.required[p + "ffn_down_shexp.weight"] = {FS, E};
+    }
+  }
+  return l;
+}
+
+TEST_P(SynthArch, HasTheTensorsLlamaCppLoads) {
+  SynthOptions o;
+  synth_preset("tiny", &o);
+  o.arch = std::get<0>(GetParam());
+  o.type = std::get<1>(GetParam());
+  o.n_layer = 2;
+  if (o.arch == "mixtral") o.arch = "llama", o.n_expert = 4, o.n_expert_used = 2;
+  if (o.arch.find("moe") != std::string::npos) o.n_expert = 4, o.n_expert_used = 2;
+  if (o.arch == "qwen3moe") o.n_ff_exp = 128;
+  if (o.arch == "qwen2moe") o.n_ff_shexp = 256;
+  if (o.arch == "olmoe") o.n_head_kv = o.n_head;
+  auto bytes = synth_write_memory(o);
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().to_string();
+  auto g = GgufFile::parse(MappedFile::from_bytes(std::move(*bytes), "synth.gguf"));
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  for (const char* k : {"context_length", "embedding_length", "block_count", "feed_forward_length",
+                        "attention.head_count", "attention.layer_norm_rms_epsilon"}) {
+    EXPECT_NE(g->find(o.arch + "." + k), nullptr) << k;
+  }
+  EXPECT_EQ(g->find_string("tokenizer.ggml.model"), "llama");
+  const LlamaCppLayout want = llama_cpp_layout(*g);
+  size_t found = 0;
+  for (const auto& [name, dims] : want.required) {
+    const GgufTensorInfo* t = g->find_tensor(name);
+    ASSERT_NE(t, nullptr) << name << " is missing";
+    EXPECT_EQ(t->dims, dims) << name;
+    ++found;
+  }
+  for (const auto& [name, dims] : want.optional) {
+    const GgufTensorInfo* t = g->find_tensor(name);
+    if (t == nullptr) continue;
+    EXPECT_EQ(t->dims, dims) << name;
+    ++found;
+  }
+  EXPECT_EQ(g->tensors().size(), found) << "tensors llama.cpp would not ask for";
+  // And ork reads the experts as llama.cpp does.
+  auto model = Model::load(std::move(*g));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  if (o.n_expert > 0) {
+    const auto& exps = want.required.at("blk.0.ffn_up_exps.weight");
+    EXPECT_EQ(static_cast<uint64_t>((*model)->config().n_ff_exp), exps[1]);
+  }
+}
+
+// What llama.cpp could not load is refused with the reason.
+TEST(Synth, RefusesShapesLlamaCppCannotLoad) {
+  auto refusal = [](SynthOptions o) {
+    GgufWriter w;
+    GgufWriter::DataFn fn;
+    return synth_model(o, &w, &fn).message();
+  };
+  SynthOptions o;
+  o.arch = "olmoe", o.n_expert = 4, o.n_expert_used = 2, o.n_head = 4, o.n_head_kv = 4;
+  EXPECT_EQ(refusal(o), "");
+  o.n_head_kv = 2;
+  EXPECT_NE(refusal(o).find("KV heads"), std::string::npos) << refusal(o);
+  o.n_head_kv = 4, o.n_ff_exp = 128;
+  EXPECT_NE(refusal(o).find("--n-ff 128"), std::string::npos) << refusal(o);
+  o.arch = "qwen2moe", o.n_ff_exp = 0, o.head_dim = 32;  // 4 x 32 != 256
+  EXPECT_NE(refusal(o).find("n_head x head_dim"), std::string::npos) << refusal(o);
+}
 
 TEST(Synth, DeterministicForASeed) {
   SynthOptions o;

@@ -45,6 +45,9 @@ int synth(SynthCliOptions opt, const CLI::App& app) {
   }
   o.seed = opt.synth.seed;
   if (opt.untied) o.tied = false;
+  // OLMoE is multi-head (llama.cpp reads it so): as many KV heads as heads
+  // unless asked otherwise (which synth then refuses, saying why).
+  if (o.arch == "olmoe" && app.count("--kv-heads") == 0) o.n_head_kv = o.n_head;
   const auto type = ggml_type_from_name(opt.type);
   if (!type) return fail(fmt::format("unknown type '{}'", opt.type));
   o.type = *type;
@@ -92,10 +95,10 @@ Runner add_synth(CLI::App& app) {
   app.add_option("--experts", opt->synth.n_expert, "Experts per layer (MoE; llama with experts is Mixtral)")
       ->capture_default_str();
   app.add_option("--experts-used", opt->synth.n_expert_used, "Experts each token is routed to")->capture_default_str();
-  app.add_option("--expert-ff", opt->synth.n_ff_exp, "Each expert's FFN width (0: --n-ff)")->capture_default_str();
+  app.add_option("--expert-ff", opt->synth.n_ff_exp, "Each expert's FFN width, qwen2moe and qwen3moe (0: --n-ff; mixtral's and olmoe's are --n-ff)")->capture_default_str();
   app.add_option("--shared-expert-ff", opt->synth.n_ff_shexp, "qwen2moe's shared expert FFN width (0: --n-ff)")
       ->capture_default_str();
-  app.add_flag("--untied", opt->untied, "Write a separate output.weight instead of tying it to token_embd");
+  app.add_flag("--untied", opt->untied, "Write a separate output.weight instead of tying it to token_embd (qwen2moe and olmoe always have one: llama.cpp needs it)");
   app.add_option("--type", opt->type, "Matrix type: F32, F16, BF16, Q8_0, Q4_0")->capture_default_str();
   app.add_option("--seed", opt->synth.seed, "Random seed of the weights")->capture_default_str();
   app.add_option("-o,--output", opt->output, "Output GGUF path")->required();

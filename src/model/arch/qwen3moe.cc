@@ -7,5 +7,6 @@
 
 namespace ork {
 extern const ArchSpec kArchQwen3Moe = {"qwen3moe", ref::RopeType::kNeox, /*qkv_bias=*/false, QkNorm::kPerHead,
-                                       /*requires_experts=*/true, /*norm_topk=*/true, /*shared_expert=*/false};
+                                       /*requires_experts=*/true, /*norm_topk=*/true, /*shared_expert=*/false,
+                                       /*expert_ff_key=*/true, /*output_required=*/false};
 }
