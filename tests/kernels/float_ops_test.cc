@@ -138,7 +138,7 @@ TEST_F(FloatEveryTarget, RmsNormSwigluRopeMatchReference) {
 // (rounded) values: softmax weights within 1e-6, outputs a mean of v rows.
 TEST_F(FloatEveryTarget, AttentionOverF16CacheMatchesReference) {
   for (int head_dim : {64, 128, 36}) {
-    for (int64_t n_kv : {1, 5, 17, 300}) {
+    for (int64_t n_kv : {1, 5, 17, 64, 129, 300}) {
       const int64_t stride = head_dim * 2 + 3;
       const auto q = normal_vector(head_dim, 8), kf = normal_vector(n_kv * stride, 9), vf = normal_vector(n_kv * stride, 10);
       std::vector<uint16_t> kh(kf.size()), vh(vf.size());
