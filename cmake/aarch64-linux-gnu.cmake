@@ -12,4 +12,7 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/aarch64-linux-gnu)
+# Tests run as on a Cortex-A76 (RK3588's big core: NEON and the dot
+# product, so both NEON kernel paths are tested); tests/CMakeLists.txt runs
+# the kernels once more as on a Cortex-A53 (no dot product).
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -cpu cortex-a76 -L /usr/aarch64-linux-gnu)

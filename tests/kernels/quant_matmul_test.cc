@@ -12,6 +12,11 @@
 #include <string>
 #include <vector>
 
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
 #include "kernels/cpu/targets.h"
 #include "kernels/ref/quant_matmul.h"
 #include "quant/test_matrices.h"
@@ -225,6 +230,8 @@ TEST(Targets, TheExpectedOnesAreCompiledAndRunnable) {
   std::printf("SIMD targets under test: %s\n", names.c_str());
 #if defined(__aarch64__)
   EXPECT_NE(names.find("NEON"), std::string::npos) << names;
+  // Where the CPU has the dot product, its kernels are tested beside plain NEON.
+  EXPECT_EQ(names.find("NEON_DOTPROD") != std::string::npos, (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0) << names;
 #else
   EXPECT_GE(cpu::compiled_target_count(), 3) << names;
   EXPECT_NE(names.find("SSSE3"), std::string::npos) << names;

@@ -26,6 +26,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/targets.h"
 #include "kernels/ref/quant_matmul.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -154,6 +155,29 @@ HWY_INLINE VI32 WidenAdd(VI16 p, VI32 acc) {
   return hn::Add(acc, hn::Add(hn::ShiftRight<16>(hn::ShiftLeft<16>(p32)), hn::ShiftRight<16>(p32)));
 #endif
 }
+
+// ARMv8.2's dot product (sdot; Cortex-A76/A55 and later): four int8
+// products summed straight into each int32 lane, in place of plain NEON's
+// shift-split multiply and two widening adds (one instruction instead of
+// about eight per 16 weights). It runs only where the CPU reports asimddp
+// (targets.cc). A baseline build reaches it through inline asm, whose
+// `.arch` line lets the assembler take the instruction (binutils 2.40
+// ignores `.arch_extension dotprod` over plain armv8-a); that line stays in
+// force for the rest of this file's assembly, which is harmless here since
+// the compiler emits nothing newer than its own -march. The sums are exact
+// integers either way, so results do not change.
+#define ORK_ARM_DOT (HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON)
+#if ORK_ARM_DOT
+HWY_INLINE VI32 DotAdd(VI8 w, VI8 a, VI32 acc) {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return VI32{vdotq_s32(acc.raw, w.raw, a.raw)};
+#else
+  int32x4_t r = acc.raw;
+  asm(".arch armv8.2-a+dotprod\n\tsdot %0.4s, %1.16b, %2.16b" : "+w"(r) : "w"(w.raw), "w"(a.raw));
+  return VI32{r};
+#endif
+}
+#endif
 
 // A step is the weights one pair of code vectors covers: two groups (64
 // weights) on 256-bit targets, one group on 128-bit ones. Nibble planes are
@@ -296,6 +320,16 @@ struct Codes {
   }
 };
 
+// acc + every code times its activation, into int32 (codes of any kind;
+// kDot: the dot-product instruction, ARM only).
+template <class C, bool kDot>
+HWY_INLINE VI32 MacInto(typename C::V c, VI8 a, VI32 acc) {
+#if ORK_ARM_DOT
+  if constexpr (kDot) return DotAdd(hn::BitCast(DI8(), c), a, acc);
+#endif
+  return WidenAdd(C::Pairs(c, a), acc);
+}
+
 // Prefill reads its activations from a panel: the T tokens of a tile
 // interleaved step by step (token 0's step 0, token 1's step 0, ..., token
 // 0's step 1, ...), each step already in code order. One tile's loads then
@@ -354,7 +388,7 @@ constexpr int64_t kPlane1StepBytes =
 
 // y for rows r0..r0+R-1 and tokens t0..t0+T-1, whose activations are the
 // tile's panel (PanelActs).
-template <CodeKind K, int R, int T>
+template <CodeKind K, int R, int T, bool kDot>
 HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
                        int64_t ldy) {
   using C = Codes<K>;
@@ -379,8 +413,10 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   const int64_t groups = w.k / 32;
   // Unsigned codes sum their int16 pairs over a block of steps before
   // widening (|pair sum| <= 2 * max_code * 127 per vector, so 8 of them for
-  // i4, 4 for i5, 2 for i6 stay below 2^15); signed codes widen every vector.
-  constexpr int kBlock = K == CodeKind::kI4 ? 4 : K == CodeKind::kI5 ? 2 : 1;
+  // i4, 4 for i5, 2 for i6 stay below 2^15); signed codes widen every vector,
+  // and the dot product goes to int32 at once.
+  constexpr bool kPairBlocks = C::kUnsigned && !kDot;
+  constexpr int kBlock = !kPairBlocks ? 1 : K == CodeKind::kI4 ? 4 : K == CodeKind::kI5 ? 2 : 1;
   const int64_t steps = groups / kStepGroups;
   int64_t step = 0;
   int64_t g = 0;
@@ -406,7 +442,7 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   };
   for (; step < steps; step += kBlock) {
     const int block = static_cast<int>(std::min<int64_t>(kBlock, steps - step));
-    if constexpr (C::kUnsigned) {
+    if constexpr (kPairBlocks) {
       VI16 sum[R][T];
       for (int r = 0; r < R; ++r) {
         for (int t = 0; t < T; ++t) sum[r][t] = hn::Zero(DI16());
@@ -419,7 +455,7 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
       }
     } else {
       for (int j = 0; j < block; ++j) {
-        run_step(step + j, [&](int r, int t, auto c, VI8 av) HWY_ATTR { acc[r][t] = WidenAdd(C::Pairs(c, av), acc[r][t]); });
+        run_step(step + j, [&](int r, int t, auto c, VI8 av) HWY_ATTR { acc[r][t] = MacInto<C, kDot>(c, av, acc[r][t]); });
       }
     }
   }
@@ -429,7 +465,7 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
       for (int r = 0; r < R; ++r) c[r] = C::LoadGroup(row0[r], row1[r], g);
       for (int t = 0; t < T; ++t) {
         const auto av = hn::LoadU(di, panel + steps * T * kStepBytes + t * 32);
-        for (int r = 0; r < R; ++r) acc[r][t] = WidenAdd(C::Pairs(c[r], av), acc[r][t]);
+        for (int r = 0; r < R; ++r) acc[r][t] = MacInto<C, kDot>(c[r], av, acc[r][t]);
       }
     }
   }
@@ -466,7 +502,7 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
 // tokens (PanelActs); rows in blocks whose weights stay in L2 (<= 128 KiB),
 // and within a block, each tile (in L1) against every row of the block.
 // Weights are read from memory once per token chunk.
-template <CodeKind K>
+template <CodeKind K, bool kDot>
 void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                    int64_t row_end) {
   const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / a.k / 8 * 8, 8, 256));
@@ -488,13 +524,13 @@ void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
         const int8_t* panel = panels + (t - c0) * a.k;
         switch (tile_size(t)) {
           case 8:
-            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 8>(w, a, panel, r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 8, kDot>(w, a, panel, r, t, y, ldy);
             break;
           case 4:
-            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 4>(w, a, panel, r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 4, kDot>(w, a, panel, r, t, y, ldy);
             break;
           default:
-            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 1>(w, a, panel, r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 1, kDot>(w, a, panel, r, t, y, ldy);
         }
       }
     }
@@ -504,10 +540,10 @@ void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
 // Decode (and batches under four tokens): four rows per tile share each
 // activation load. The activations go into a panel first (one or two
 // tokens), so the steps load them in code order without shuffles.
-template <CodeKind K>
+template <CodeKind K, bool kDot>
 void MatmulKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                 int64_t row_end) {
-  if (a.n >= 4) return MatmulPrefill<K>(w, a, y, ldy, row_begin, row_end);
+  if (a.n >= 4) return MatmulPrefill<K, kDot>(w, a, y, ldy, row_begin, row_end);
   thread_local std::vector<int8_t> scratch;
   int8_t* const panel = PanelScratch(scratch, a.n * a.k);
   const int pairs = a.n / 2;
@@ -516,29 +552,39 @@ void MatmulKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy
   const int8_t* single = panel + 2 * pairs * a.k;
   int64_t r = row_begin;
   for (; r + 4 <= row_end; r += 4) {
-    if (pairs > 0) Tile<K, 4, 2>(w, a, panel, r, 0, y, ldy);
-    if (a.n % 2 == 1) Tile<K, 4, 1>(w, a, single, r, 2 * pairs, y, ldy);
+    if (pairs > 0) Tile<K, 4, 2, kDot>(w, a, panel, r, 0, y, ldy);
+    if (a.n % 2 == 1) Tile<K, 4, 1, kDot>(w, a, single, r, 2 * pairs, y, ldy);
   }
   for (; r < row_end; ++r) {
-    if (pairs > 0) Tile<K, 1, 2>(w, a, panel, r, 0, y, ldy);
-    if (a.n % 2 == 1) Tile<K, 1, 1>(w, a, single, r, 2 * pairs, y, ldy);
+    if (pairs > 0) Tile<K, 1, 2, kDot>(w, a, panel, r, 0, y, ldy);
+    if (a.n % 2 == 1) Tile<K, 1, 1, kDot>(w, a, single, r, 2 * pairs, y, ldy);
+  }
+}
+
+template <bool kDot>
+void MatmulAnyKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
+                   int64_t row_end) {
+  switch (w.kind) {
+    case CodeKind::kI4: return MatmulKind<CodeKind::kI4, kDot>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kNf4: return MatmulKind<CodeKind::kNf4, kDot>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kI5: return MatmulKind<CodeKind::kI5, kDot>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kI6: return MatmulKind<CodeKind::kI6, kDot>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kI8: return MatmulKind<CodeKind::kI8, kDot>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kI8s: return MatmulKind<CodeKind::kI8s, kDot>(w, a, y, ldy, row_begin, row_end);
   }
 }
 
 void QuantMatmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                  int64_t row_end) {
-  switch (w.kind) {
-    case CodeKind::kI4: return MatmulKind<CodeKind::kI4>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kNf4: return MatmulKind<CodeKind::kNf4>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kI5: return MatmulKind<CodeKind::kI5>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kI6: return MatmulKind<CodeKind::kI6>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kI8: return MatmulKind<CodeKind::kI8>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kI8s: return MatmulKind<CodeKind::kI8s>(w, a, y, ldy, row_begin, row_end);
-  }
+#if ORK_ARM_DOT
+  if (arm_dotprod()) return MatmulAnyKind<true>(w, a, y, ldy, row_begin, row_end);
+#endif
+  MatmulAnyKind<false>(w, a, y, ldy, row_begin, row_end);
 }
 
 #undef ORK_X86_256
 #undef ORK_X86_128
+#undef ORK_ARM_DOT
 
 #endif  // HWY_TARGET == HWY_SCALAR
 
