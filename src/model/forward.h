@@ -79,6 +79,7 @@ class Context {
     uint64_t tokens = 0;         // tokens evaluated
     uint64_t expert_bytes = 0;   // expert matrix bytes read (each active expert once per batch)
     uint64_t fused_layers = 0;   // layer steps decoded with the experts' matmuls fused
+    uint64_t fused_prefill_layers = 0;  // layer steps of a batch with the experts split over threads
   };
   const MoeStats& moe_stats() const { return moe_stats_; }
 
@@ -91,6 +92,7 @@ class Context {
   void attention(int layer, int n_tokens);
   void moe_ffn(int layer, int n_tokens);
   bool moe_decode_fused(int layer);
+  bool moe_prefill_fused(int layer, int n_tokens);
   // One token's activations quantized for one stored basis.
   struct QuantInput {
     int64_t k = 0;
@@ -175,6 +177,8 @@ class Context {
   std::vector<int64_t> first_block_;
   std::vector<int> expert_order_;
   std::vector<float> moe_weights_;
+  // Batched experts: each expert's first entry in moe_tokens_ (by expert).
+  std::vector<int> moe_begin_;
 
   // Scratch, [n_tokens][width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, scores_;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/thread_pool.h"
 #include "model/moe.h"
 #include "model/rewrite.h"
 #include "quant/packer.h"
@@ -261,6 +262,40 @@ TEST(MoeDecode, FusedExpertsMatchTheBatchedPathExactly) {
   EXPECT_EQ(one.moe_stats().hits, batch.moe_stats().hits);
   EXPECT_EQ(one.moe_stats().fused_layers, ids.size() * 4);  // every layer of every decoded token
   EXPECT_EQ(batch.moe_stats().fused_layers, 0u);
+  EXPECT_EQ(batch.moe_stats().fused_prefill_layers, 4u);
+}
+
+// A batch with the experts split over the threads (each thread whole
+// experts) gives the logits of the one-expert-at-a-time loop (each expert's
+// rows split over the threads; an observer keeps a Context on it), bit for
+// bit, on one thread and on three.
+TEST(MoePrefill, ExpertsSplitOverThreadsMatchTheLoopExactly) {
+  ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
+  PackOptions o;
+  o.input = testing::testdata("models/sotu-moe-f32.gguf");
+  o.output = ::testing::TempDir() + "/sotu-moe-mixed.orkpack";
+  // Mixed tiers, so that experts differ in kind (and gate and up in basis).
+  o.rules = {*parse_tier_rule(".=i4"), *parse_tier_rule("ffn_up_exps=i8"), *parse_tier_rule("ffn_down_exps=i5")};
+  ASSERT_TRUE(pack_model(o).is_ok());
+  auto model = Model::load(o.output);
+  ASSERT_TRUE(model.is_ok());
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 37) % 500);
+  Context loop(**model, 64);
+  loop.set_observer([](const ref::WeightView&, const float*, int) {});
+  auto want = loop.eval(ids, /*all_logits=*/true);
+  ASSERT_TRUE(want.is_ok());
+  EXPECT_EQ(loop.moe_stats().fused_prefill_layers, 0u);
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    Context fused(**model, 64, &pool);
+    auto got = fused.eval(ids, /*all_logits=*/true);
+    ASSERT_TRUE(got.is_ok());
+    EXPECT_EQ(fused.moe_stats().fused_prefill_layers, 4u);
+    EXPECT_EQ(fused.moe_stats().hits, loop.moe_stats().hits);
+    EXPECT_EQ(fused.moe_stats().expert_bytes, loop.moe_stats().expert_bytes);
+    EXPECT_TRUE(*got == *want) << threads << " threads";
+  }
 }
 
 }  // namespace
