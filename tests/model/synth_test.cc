@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "model/forward.h"
@@ -175,6 +176,31 @@ TEST_P(SynthArch, HasTheTensorsLlamaCppLoads) {
     const auto& exps = want.required.at("blk.0.ffn_up_exps.weight");
     EXPECT_EQ(static_cast<uint64_t>((*model)->config().n_ff_exp), exps[1]);
   }
+}
+
+// Expert widths are read as llama.cpp reads them: a Qwen MoE without
+// expert_feed_forward_length splits feed_forward_length over the experts
+// used; olmoe ignores the key (its experts are feed_forward_length wide).
+TEST(SynthArchKeys, ExpertWidthFollowsLlamaCpp) {
+  auto load_edited = [](SynthOptions o, const std::function<void(GgufWriter&)>& edit) -> Result<std::unique_ptr<Model>> {
+    GgufWriter w;
+    GgufWriter::DataFn fn;
+    ORK_RETURN_IF_ERROR(synth_model(o, &w, &fn));
+    edit(w);
+    ORK_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, w.write_memory(fn));
+    ORK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::parse(MappedFile::from_bytes(std::move(bytes), "edited.gguf")));
+    return Model::load(std::move(gguf));
+  };
+  SynthOptions q;
+  q.arch = "qwen3moe", q.n_ff = 256, q.n_expert = 4, q.n_expert_used = 2, q.n_ff_exp = 128;
+  auto qwen = load_edited(q, [](GgufWriter& w) { w.erase("qwen3moe.expert_feed_forward_length"); });
+  ASSERT_TRUE(qwen.is_ok()) << qwen.status().to_string();
+  EXPECT_EQ((*qwen)->config().n_ff_exp, 128);  // 256 / 2
+  SynthOptions o;
+  o.arch = "olmoe", o.n_head_kv = o.n_head, o.n_expert = 4, o.n_expert_used = 2;
+  auto olmoe = load_edited(o, [](GgufWriter& w) { w.set("olmoe.expert_feed_forward_length", GgufValue::make_uint32(64)); });
+  ASSERT_TRUE(olmoe.is_ok()) << olmoe.status().to_string();
+  EXPECT_EQ((*olmoe)->config().n_ff_exp, o.n_ff);
 }
 
 // What llama.cpp could not load is refused with the reason.

@@ -79,6 +79,10 @@ void GgufWriter::set(const std::string& key, GgufValue value) {
   metadata_.emplace_back(key, std::move(value));
 }
 
+void GgufWriter::erase(const std::string& key) {
+  std::erase_if(metadata_, [&](const auto& kv) { return kv.first == key; });
+}
+
 uint32_t GgufWriter::alignment() const {
   for (const auto& [k, v] : metadata_) {
     if (k == "general.alignment") return static_cast<uint32_t>(v.int_value);

@@ -20,6 +20,8 @@ class GgufWriter {
   using DataFn = std::function<void(size_t tensor_index, std::vector<uint8_t>& out)>;
 
   void set(const std::string& key, GgufValue value);
+  // Drops a key set before (no-op if absent).
+  void erase(const std::string& key);
   // Tensor of `type` with ne = dims (ne[0] contiguous). ne[0] must be a
   // multiple of the type's block size. `data` may be empty when a DataFn is
   // given to write().
