@@ -449,19 +449,17 @@ bool Context::moe_decode_fused(int layer) {
   return true;
 }
 
-// A batch (prefill) through the routed experts on the fast path: the
-// experts split over the pool, each thread taking whole experts in the
-// order they are stored (gather its tokens, rotate and quantize them, gate,
-// up, SwiGLU, down, all on that thread) and writing each (token, slot)
-// output row (largest experts first was 15-25 % slower at pp512: the
-// pool's first, largest claims then hold most of the work; claims of one
-// expert at a time in either order measured the same as this);
-// then each token sums its slots in expert order, as the one-expert-at-a-
-// time loop does, so the results are the same bit for bit. That loop split
-// each expert's rows over the threads instead, with the serial work between
-// matmuls (gathers, SwiGLU, sums) leaving a thread idle: 128 experts of
-// about 32 tokens each at pp512. False (and nothing done) when an active
-// expert is not a quantized orkpack tier.
+// A batch (prefill) through the routed experts on the fast path. Each
+// thread takes whole experts, in the order they are stored: it gathers the
+// expert's tokens, rotates and quantizes them, runs gate, up, SwiGLU and
+// down, and writes each (token, slot) output row. Then each token sums its
+// slots in expert order, as the one-expert-at-a-time loop does, so the
+// results are the same bit for bit. That loop split each expert's rows over
+// the threads, and the serial work between its matmuls (gathers, SwiGLU,
+// sums) left a thread idle: 128 experts of about 32 tokens each at pp512.
+// (Largest experts first was 15-25 % slower: the pool's first claims are
+// its largest, and they then held most of the work.) False, with nothing
+// done, when an active expert is not a quantized orkpack tier.
 bool Context::moe_prefill_fused(int layer, int n) {
   if (!fast_kernels_ || observer_ || npu_ != nullptr || n < 2) return false;
   const LayerWeights& L = model_.layer(layer);
@@ -493,7 +491,10 @@ bool Context::moe_prefill_fused(int layer, int n) {
   routes.resize(static_cast<size_t>(n) * k);
   {
     std::vector<int> next(begin.begin(), begin.end() - 1);
-    for (int i = 0; i < n * k; ++i) routes[static_cast<size_t>(next[static_cast<size_t>(route_ids_[static_cast<size_t>(i)])]++)] = i;
+    for (int i = 0; i < n * k; ++i) {
+      int& at = next[static_cast<size_t>(route_ids_[static_cast<size_t>(i)])];
+      routes[static_cast<size_t>(at++)] = i;
+    }
   }
   for (const Expert& x : experts) {
     const auto ue = static_cast<size_t>(x.e);
@@ -532,8 +533,8 @@ bool Context::moe_prefill_fused(int layer, int n) {
       cpu::quant_matmul(quant_weights(g.tier_tensor(), i8s_high_only_), gu, gate.data(), ff, 0, ff);
       const bool same_basis = u.k_stored == g.k_stored && u.rotation_block == g.rotation_block &&
                               u.rotation_seed == g.rotation_seed;
-      // An up projection stored in another basis than gate's needs its own
-      // input (gate's output is made by then).
+      // An up projection stored in another basis than gate's gets its own
+      // input, made in the same buffers once gate is done with them.
       const QuantActs ua = same_basis ? gu : prepare(in.data(), E, u, x.up_signs);
       cpu::quant_matmul(quant_weights(u.tier_tensor(), i8s_high_only_), ua, up.data(), ff, 0, ff);
       cpu::swiglu(gate.data(), up.data(), static_cast<int64_t>(m) * ff, gate.data());

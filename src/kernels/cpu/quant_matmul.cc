@@ -163,9 +163,10 @@ HWY_INLINE VI32 WidenAdd(VI16 p, VI32 acc) {
 // (targets.cc). A baseline build reaches it through inline asm, whose
 // `.arch` line lets the assembler take the instruction (binutils 2.40
 // ignores `.arch_extension dotprod` over plain armv8-a); that line stays in
-// force for the rest of this file's assembly, which is harmless here since
-// the compiler emits nothing newer than its own -march. The sums are exact
-// integers either way, so results do not change.
+// force for the rest of this file's assembly, harmless for a baseline
+// -march (the compiler emits nothing newer), but a build for something
+// beyond armv8.2-a without dotprod (say +sve) would need it widened. The
+// sums are exact integers either way, so results do not change.
 #define ORK_ARM_DOT (HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON)
 #if ORK_ARM_DOT
 HWY_INLINE VI32 DotAdd(VI8 w, VI8 a, VI32 acc) {
