@@ -350,70 +350,73 @@ void AttentionGroup(const float* q, const uint16_t* k, const uint16_t* v, int64_
   const DF d;
   const auto L = static_cast<int>(hn::Lanes(d));
   using V = hn::Vec<DF>;
-  // Eight multiply-add chains in flight, whatever the group: a chain waits
-  // for its previous FMA (4 cycles on Zen 3) and two issue per cycle, so
-  // with four heads (Llama's usual group) one chain per head ran at half
-  // speed. Scores take kP positions per pass, V kS vectors of the head per
-  // pass; each lane still adds in the same order as AttentionHeadF16.
-  constexpr int kP = G >= 8 ? 1 : 8 / G;
-  constexpr int kS = kP;
-  int64_t t = 0;
-  for (; t + kP <= n_kv; t += kP) {
-    V acc[kP][G];
-    for (int p = 0; p < kP; ++p) {
-      for (int g = 0; g < G; ++g) acc[p][g] = hn::Zero(d);
+  // Eight multiply-add chains in flight: a chain waits for its previous
+  // FMA (4 cycles on Zen 3) and two issue per cycle, so one chain per head
+  // of a four-head group ran at half speed. Scores take kHs heads times kP
+  // positions per pass (each q vector then serves kP keys, each key vector
+  // kHs heads: fewer loads per FMA than all eight heads of a group times
+  // one key); V takes kHv heads times kS vectors of the head. Positions go
+  // in blocks of kVBlock, whose K and V rows stay in L1 while every head
+  // passes over them. Each lane adds in the same order as AttentionHeadF16.
+  constexpr int kHs = G < 4 ? G : 4, kP = 8 / kHs;
+  constexpr int kHv = G < 2 ? G : 2, kS = 8 / kHv;
+  for (int64_t s0 = 0; s0 < n_kv; s0 += kVBlock) {
+    const int64_t s1 = std::min(n_kv, s0 + kVBlock);
+    for (int g0 = 0; g0 < G; g0 += kHs) {
+      auto pass = [&](int64_t t, auto positions) HWY_ATTR {
+        constexpr int P = decltype(positions)::value;
+        V acc[P][kHs];
+        for (int p = 0; p < P; ++p) {
+          for (int g = 0; g < kHs; ++g) acc[p][g] = hn::Zero(d);
+        }
+        for (int i = 0; i < head_dim; i += L) {
+          for (int p = 0; p < P; ++p) {
+            const auto kv = LoadF16(k + (t + p) * stride + i);
+            for (int g = 0; g < kHs; ++g) acc[p][g] = hn::MulAdd(hn::LoadU(d, q + (g0 + g) * head_dim + i), kv, acc[p][g]);
+          }
+        }
+        for (int p = 0; p < P; ++p) {
+          for (int g = 0; g < kHs; ++g) scores[(g0 + g) * n_kv + t + p] = hn::GetLane(hn::SumOfLanes(d, acc[p][g])) * scale;
+        }
+      };
+      int64_t t = s0;
+      for (; t + kP <= s1; t += kP) pass(t, std::integral_constant<int, kP>());
+      for (; t < s1; ++t) pass(t, std::integral_constant<int, 1>());
     }
-    for (int i = 0; i < head_dim; i += L) {
-      for (int p = 0; p < kP; ++p) {
-        const auto kv = LoadF16(k + (t + p) * stride + i);
-        for (int g = 0; g < G; ++g) acc[p][g] = hn::MulAdd(hn::LoadU(d, q + g * head_dim + i), kv, acc[p][g]);
-      }
-    }
-    for (int p = 0; p < kP; ++p) {
-      for (int g = 0; g < G; ++g) scores[g * n_kv + t + p] = hn::GetLane(hn::SumOfLanes(d, acc[p][g])) * scale;
-    }
-  }
-  for (; t < n_kv; ++t) {
-    const uint16_t* kt = k + t * stride;
-    V acc[G];
-    for (int g = 0; g < G; ++g) acc[g] = hn::Zero(d);
-    for (int i = 0; i < head_dim; i += L) {
-      const auto kv = LoadF16(kt + i);
-      for (int g = 0; g < G; ++g) acc[g] = hn::MulAdd(hn::LoadU(d, q + g * head_dim + i), kv, acc[g]);
-    }
-    for (int g = 0; g < G; ++g) scores[g * n_kv + t] = hn::GetLane(hn::SumOfLanes(d, acc[g])) * scale;
   }
   float inv[G];
   for (int g = 0; g < G; ++g) inv[g] = SoftmaxNumerators(scores + g * n_kv, n_kv);
-  // out = sum_s p_s v_s, kS vectors of the head at a time for all G heads,
-  // over blocks of positions whose V rows stay in L1 while every vector of
-  // the head passes over them (one pass over all of V per vector re-read V
-  // from L2 or memory head_dim / L times once the cache outgrew L2: at 1024
-  // positions attention took a fifth of the MoE's decode). The sums carry
-  // from block to block in `out`, so every lane adds in the same order.
+  // out = sum_s p_s v_s. The sums carry from block to block in `out`.
   for (int64_t s0 = 0; s0 < n_kv; s0 += kVBlock) {
     const int64_t s1 = std::min(n_kv, s0 + kVBlock);
-    auto pass = [&](int i, auto slices) HWY_ATTR {
-      constexpr int S = decltype(slices)::value;
-      V o[S][G];
-      for (int j = 0; j < S; ++j) {
-        for (int g = 0; g < G; ++g) o[j][g] = s0 == 0 ? hn::Zero(d) : hn::LoadU(d, out + g * head_dim + i + j * L);
-      }
-      for (int64_t s = s0; s < s1; ++s) {
+    for (int g0 = 0; g0 < G; g0 += kHv) {
+      auto pass = [&](int i, auto slices) HWY_ATTR {
+        constexpr int S = decltype(slices)::value;
+        V o[S][kHv];
         for (int j = 0; j < S; ++j) {
-          const auto vv = LoadF16(v + s * stride + i + j * L);
-          for (int g = 0; g < G; ++g) o[j][g] = hn::MulAdd(hn::Set(d, scores[g * n_kv + s]), vv, o[j][g]);
+          for (int g = 0; g < kHv; ++g) {
+            o[j][g] = s0 == 0 ? hn::Zero(d) : hn::LoadU(d, out + (g0 + g) * head_dim + i + j * L);
+          }
         }
-      }
-      for (int j = 0; j < S; ++j) {
-        for (int g = 0; g < G; ++g) {
-          hn::StoreU(s1 == n_kv ? hn::Mul(o[j][g], hn::Set(d, inv[g])) : o[j][g], d, out + g * head_dim + i + j * L);
+        for (int64_t s = s0; s < s1; ++s) {
+          V p[kHv];
+          for (int g = 0; g < kHv; ++g) p[g] = hn::Set(d, scores[(g0 + g) * n_kv + s]);
+          for (int j = 0; j < S; ++j) {
+            const auto vv = LoadF16(v + s * stride + i + j * L);
+            for (int g = 0; g < kHv; ++g) o[j][g] = hn::MulAdd(p[g], vv, o[j][g]);
+          }
         }
-      }
-    };
-    int i = 0;
-    for (; i + kS * L <= head_dim; i += kS * L) pass(i, std::integral_constant<int, kS>());
-    for (; i < head_dim; i += L) pass(i, std::integral_constant<int, 1>());
+        for (int j = 0; j < S; ++j) {
+          for (int g = 0; g < kHv; ++g) {
+            hn::StoreU(s1 == n_kv ? hn::Mul(o[j][g], hn::Set(d, inv[g0 + g])) : o[j][g], d,
+                       out + (g0 + g) * head_dim + i + j * L);
+          }
+        }
+      };
+      int i = 0;
+      for (; i + kS * L <= head_dim; i += kS * L) pass(i, std::integral_constant<int, kS>());
+      for (; i < head_dim; i += L) pass(i, std::integral_constant<int, 1>());
+    }
   }
 }
 
