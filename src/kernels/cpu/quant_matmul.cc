@@ -158,8 +158,8 @@ HWY_INLINE VI32 WidenAdd(VI16 p, VI32 acc) {
 
 // ARMv8.2's dot product (sdot; Cortex-A76/A55 and later): four int8
 // products summed straight into each int32 lane, in place of plain NEON's
-// shift-split multiply and two widening adds (one instruction instead of
-// about eight per 16 weights). It runs only where the CPU reports asimddp
+// shift-split multiply and widening adds (one instruction instead of nine
+// to fourteen per 16 weights). It runs only where the CPU reports asimddp
 // (targets.cc). A baseline build reaches it through inline asm, whose
 // `.arch` line lets the assembler take the instruction (binutils 2.40
 // ignores `.arch_extension dotprod` over plain armv8-a); that line stays in
