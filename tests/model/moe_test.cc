@@ -265,36 +265,76 @@ TEST(MoeDecode, FusedExpertsMatchTheBatchedPathExactly) {
   EXPECT_EQ(batch.moe_stats().fused_prefill_layers, 4u);
 }
 
-// A batch with the experts split over the threads (each thread whole
-// experts) gives the logits of the one-expert-at-a-time loop (each expert's
-// rows split over the threads; an observer keeps a Context on it), bit for
-// bit, on one thread and on three.
-TEST(MoePrefill, ExpertsSplitOverThreadsMatchTheLoopExactly) {
-  ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
-  PackOptions o;
-  o.input = testing::testdata("models/sotu-moe-f32.gguf");
-  o.output = ::testing::TempDir() + "/sotu-moe-mixed.orkpack";
-  // Mixed tiers, so that experts differ in kind (and gate and up in basis).
-  o.rules = {*parse_tier_rule(".=i4"), *parse_tier_rule("ffn_up_exps=i8"), *parse_tier_rule("ffn_down_exps=i5")};
-  ASSERT_TRUE(pack_model(o).is_ok());
-  auto model = Model::load(o.output);
-  ASSERT_TRUE(model.is_ok());
+// The trained MoE with outliers in the gate experts' first columns, so
+// that the packer rotates gate (spreading them) but not up: experts whose
+// gate and up are stored in different bases.
+std::string moe_with_gate_outliers() {
+  const std::string path = ::testing::TempDir() + "/sotu-moe-gate-outliers.gguf";
+  auto src = GgufFile::open(testing::testdata("models/sotu-moe-f32.gguf"));
+  EXPECT_TRUE(src.is_ok());
+  GgufWriter w;
+  for (const auto& [key, value] : src->metadata()) w.set(key, value);
+  for (const GgufTensorInfo& t : src->tensors()) {
+    std::vector<uint8_t> bytes(t.data, t.data + t.bytes);
+    if (t.name.find("ffn_gate_exps") != std::string::npos && t.type == GgmlType::kF32) {
+      auto* f = reinterpret_cast<float*>(bytes.data());
+      for (uint64_t r = 0; r < t.elems / t.dims[0]; ++r) f[r * t.dims[0]] *= 40.0f;
+    }
+    EXPECT_TRUE(w.add_tensor(t.name, t.type, t.dims, std::move(bytes)).is_ok());
+  }
+  EXPECT_TRUE(w.write_file(path).is_ok());
+  return path;
+}
+
+// The logits of a 40-token batch on the fused prefill (1 and 3 threads)
+// against the one-expert-at-a-time loop, bit for bit.
+void expect_fused_prefill_matches_loop(const Model& model) {
   std::vector<int32_t> ids;
   for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 37) % 500);
-  Context loop(**model, 64);
+  Context loop(model, 64);
   loop.set_observer([](const ref::WeightView&, const float*, int) {});
   auto want = loop.eval(ids, /*all_logits=*/true);
   ASSERT_TRUE(want.is_ok());
   EXPECT_EQ(loop.moe_stats().fused_prefill_layers, 0u);
   for (int threads : {1, 3}) {
     ThreadPool pool(threads);
-    Context fused(**model, 64, &pool);
+    Context fused(model, 64, &pool);
     auto got = fused.eval(ids, /*all_logits=*/true);
     ASSERT_TRUE(got.is_ok());
     EXPECT_EQ(fused.moe_stats().fused_prefill_layers, 4u);
     EXPECT_EQ(fused.moe_stats().hits, loop.moe_stats().hits);
     EXPECT_EQ(fused.moe_stats().expert_bytes, loop.moe_stats().expert_bytes);
     EXPECT_TRUE(*got == *want) << threads << " threads";
+  }
+}
+
+// A batch with the experts split over the threads (each thread whole
+// experts) gives the logits of the one-expert-at-a-time loop (each expert's
+// rows split over the threads; an observer keeps a Context on it), bit for
+// bit, on one thread and on three: with mixed tiers, and with gate and up
+// in different bases.
+TEST(MoePrefill, ExpertsSplitOverThreadsMatchTheLoopExactly) {
+  ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
+  PackOptions mixed;
+  mixed.input = testing::testdata("models/sotu-moe-f32.gguf");
+  mixed.output = ::testing::TempDir() + "/sotu-moe-mixed.orkpack";
+  mixed.rules = {*parse_tier_rule(".=i4"), *parse_tier_rule("ffn_up_exps=i8"), *parse_tier_rule("ffn_down_exps=i5")};
+  PackOptions bases;
+  bases.input = moe_with_gate_outliers();
+  bases.output = ::testing::TempDir() + "/sotu-moe-bases.orkpack";
+  bases.rules = {*parse_tier_rule(".=i4")};
+  for (const PackOptions& o : {mixed, bases}) {
+    SCOPED_TRACE(o.output);
+    ASSERT_TRUE(pack_model(o).is_ok());
+    auto model = Model::load(o.output);
+    ASSERT_TRUE(model.is_ok());
+    if (&o == &bases) {
+      int differ = 0;
+      const LayerWeights& l = (*model)->layer(0);
+      for (size_t e = 0; e < l.gate_exps.size(); ++e) differ += l.gate_exps[e].rotation_block != l.up_exps[e].rotation_block;
+      EXPECT_GT(differ, 0) << "no expert has gate and up in different bases";
+    }
+    expect_fused_prefill_matches_loop(**model);
   }
 }
 
