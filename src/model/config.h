@@ -34,6 +34,9 @@ struct ArchSpec {
   bool expert_ff_key;
   // llama.cpp's loader needs output.weight (no tying to token_embd).
   bool output_required;
+  // llama.cpp's loader reads q and attn_output as n_embd wide (n_head x
+  // head_dim must equal n_embd).
+  bool attention_n_embd;
 };
 
 const ArchSpec* find_arch(const std::string& name);

@@ -101,17 +101,27 @@ struct TensorPlan {
   enum Kind { kMatrix, kNorm, kBias } kind;
 };
 
+// Each expert's width: its own only where the family has the key (the
+// Qwen MoEs); mixtral's and olmoe's are n_ff.
+int expert_ff(const SynthOptions& o, const ArchSpec* arch) {
+  return arch != nullptr && arch->expert_ff_key && o.n_ff_exp > 0 ? o.n_ff_exp : o.n_ff;
+}
+
+// Tied unless asked otherwise or the family needs its own output matrix.
+bool tied_output(const SynthOptions& o, const ArchSpec* arch) {
+  return o.tied && (arch == nullptr || !arch->output_required);
+}
+
 }  // namespace
 
 uint64_t synth_param_count(const SynthOptions& o) {
   const ArchSpec* arch = find_arch(o.arch);
-  const bool own_ff = arch != nullptr && arch->expert_ff_key && o.n_ff_exp > 0;
-  const bool tied = o.tied && (arch == nullptr || !arch->output_required);
+  const bool tied = tied_output(o, arch);
   const uint64_t hd = static_cast<uint64_t>(o.head_dim > 0 ? o.head_dim : o.n_embd / std::max(1, o.n_head));
   const uint64_t E = static_cast<uint64_t>(o.n_embd);
   const uint64_t q = hd * static_cast<uint64_t>(o.n_head), kv = hd * static_cast<uint64_t>(o.n_head_kv);
   const uint64_t ffn = o.n_expert > 0
-                          ? 3 * E * static_cast<uint64_t>(own_ff ? o.n_ff_exp : o.n_ff) * static_cast<uint64_t>(o.n_expert) +
+                          ? 3 * E * static_cast<uint64_t>(expert_ff(o, arch)) * static_cast<uint64_t>(o.n_expert) +
                                 E * static_cast<uint64_t>(o.n_expert)
                           : 3 * E * static_cast<uint64_t>(o.n_ff);
   const uint64_t per_layer = E * q * 2 + E * kv * 2 + ffn + 2 * E;
@@ -166,7 +176,7 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
                  "give --n-ff {} instead of --expert-ff",
                  o.arch == "llama" ? "mixtral" : o.arch, o.n_ff_exp);
   }
-  if (arch->output_required && o.n_head * hd != o.n_embd) {
+  if (arch->attention_n_embd && o.n_head * hd != o.n_embd) {
     return error(StatusCode::kInvalidArgument,
                  "synth: {} needs n_head x head_dim = n_embd (llama.cpp reads its attention as n_embd wide); "
                  "got {} x {} for n_embd {}",
@@ -177,9 +187,8 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
                  "synth: {} has as many KV heads as heads (llama.cpp normalises k over n_embd); got {} of {}",
                  o.arch, o.n_head_kv, o.n_head);
   }
-  const int ff_exp = arch->expert_ff_key && o.n_ff_exp > 0 ? o.n_ff_exp : o.n_ff;
-  // llama.cpp's qwen2moe and olmoe need their own output matrix.
-  const bool tied = o.tied && !arch->output_required;
+  const int ff_exp = expert_ff(o, arch);
+  const bool tied = tied_output(o, arch);
   const int ff_sh = o.n_ff_shexp > 0 ? o.n_ff_shexp : o.n_ff;
   const uint32_t block = info->block_elems;
   for (int k : {o.n_embd, o.n_ff, o.n_head * hd, ff_exp, ff_sh}) {

@@ -18,24 +18,33 @@ Result<std::unique_ptr<Model>> load_synth(const SynthOptions& o) {
   return Model::load(std::move(gguf));
 }
 
-class SynthArch : public ::testing::TestWithParam<std::tuple<const char*, GgmlType>> {};
+class SynthArch : public ::testing::TestWithParam<std::tuple<const char*, GgmlType>> {
+ protected:
+  // A two-layer tiny model of the parameter's architecture and type
+  // ("mixtral": llama with experts), four experts with two used.
+  SynthOptions options() const {
+    SynthOptions o;
+    synth_preset("tiny", &o);
+    o.arch = std::get<0>(GetParam());
+    o.type = std::get<1>(GetParam());
+    o.n_layer = 2;
+    const bool moe = o.arch.find("moe") != std::string::npos || o.arch == "mixtral";
+    if (o.arch == "mixtral") o.arch = "llama";
+    if (moe) {
+      o.n_expert = 4;
+      o.n_expert_used = 2;
+      // The Qwen MoEs name their experts' width; mixtral's and olmoe's are n_ff.
+      o.n_ff_exp = o.arch == "qwen2moe" || o.arch == "qwen3moe" ? 128 : 0;
+      o.n_ff_shexp = 256;
+    }
+    if (o.arch == "olmoe") o.n_head_kv = o.n_head;  // OLMoE is multi-head
+    return o;
+  }
+};
 
 TEST_P(SynthArch, LoadsTokenizesAndRuns) {
-  SynthOptions o;
-  synth_preset("tiny", &o);
-  o.arch = std::get<0>(GetParam());
-  o.type = std::get<1>(GetParam());
-  o.n_layer = 2;
-  const bool moe = o.arch.find("moe") != std::string::npos || o.arch == "mixtral";
-  if (o.arch == "mixtral") o.arch = "llama";  // llama with experts
-  if (moe) {
-    o.n_expert = 4;
-    o.n_expert_used = 2;
-    // The Qwen MoEs name their experts' width; mixtral's and olmoe's are n_ff.
-    o.n_ff_exp = o.arch == "qwen2moe" || o.arch == "qwen3moe" ? 128 : 0;
-    o.n_ff_shexp = 256;
-  }
-  if (o.arch == "olmoe") o.n_head_kv = o.n_head;  // OLMoE is multi-head
+  const SynthOptions o = options();
+  const bool moe = o.n_expert > 0;
   auto model = load_synth(o);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   EXPECT_STREQ((*model)->config().arch->name, o.arch.c_str());
@@ -135,16 +144,7 @@ LlamaCppLayout llama_cpp_layout(const GgufFile& g) {
 }
 
 TEST_P(SynthArch, HasTheTensorsLlamaCppLoads) {
-  SynthOptions o;
-  synth_preset("tiny", &o);
-  o.arch = std::get<0>(GetParam());
-  o.type = std::get<1>(GetParam());
-  o.n_layer = 2;
-  if (o.arch == "mixtral") o.arch = "llama", o.n_expert = 4, o.n_expert_used = 2;
-  if (o.arch.find("moe") != std::string::npos) o.n_expert = 4, o.n_expert_used = 2;
-  if (o.arch == "qwen3moe") o.n_ff_exp = 128;
-  if (o.arch == "qwen2moe") o.n_ff_shexp = 256;
-  if (o.arch == "olmoe") o.n_head_kv = o.n_head;
+  const SynthOptions o = options();
   auto bytes = synth_write_memory(o);
   ASSERT_TRUE(bytes.is_ok()) << bytes.status().to_string();
   auto g = GgufFile::parse(MappedFile::from_bytes(std::move(*bytes), "synth.gguf"));

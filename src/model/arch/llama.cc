@@ -8,5 +8,5 @@
 namespace ork {
 extern const ArchSpec kArchLlama = {"llama", ref::RopeType::kNorm, /*qkv_bias=*/false, QkNorm::kNone,
                                     /*requires_experts=*/false, /*norm_topk=*/true, /*shared_expert=*/false,
-                                    /*expert_ff_key=*/false, /*output_required=*/false};
+                                    /*expert_ff_key=*/false, /*output_required=*/false, /*attention_n_embd=*/false};
 }

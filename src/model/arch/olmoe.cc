@@ -8,5 +8,5 @@
 namespace ork {
 extern const ArchSpec kArchOlmoe = {"olmoe", ref::RopeType::kNeox, /*qkv_bias=*/false, QkNorm::kWhole,
                                     /*requires_experts=*/true, /*norm_topk=*/false, /*shared_expert=*/false,
-                                    /*expert_ff_key=*/false, /*output_required=*/true};
+                                    /*expert_ff_key=*/false, /*output_required=*/true, /*attention_n_embd=*/true};
 }

@@ -8,5 +8,5 @@
 namespace ork {
 extern const ArchSpec kArchQwen3Moe = {"qwen3moe", ref::RopeType::kNeox, /*qkv_bias=*/false, QkNorm::kPerHead,
                                        /*requires_experts=*/true, /*norm_topk=*/true, /*shared_expert=*/false,
-                                       /*expert_ff_key=*/true, /*output_required=*/false};
+                                       /*expert_ff_key=*/true, /*output_required=*/false, /*attention_n_embd=*/false};
 }
