@@ -158,7 +158,7 @@ bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float
                       (act_quantized_ || !quantized) && act_src_.size() == src_len &&
                       std::equal(act_src_.begin(), act_src_.end(), x);
   if (!cached) prepare_activations(w, x, n, quantized);
-  // Rows in blocks of 4 (the decode tile), split over the pool.
+  // Rows in blocks of 4, split over the pool.
   const int64_t blocks = (w.rows + 3) / 4;
   const int64_t min_blocks = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, n * k));
   if (quantized) {
@@ -350,7 +350,7 @@ const Context::QuantInput& Context::quantize_input(const ref::WeightView& w, con
 }
 
 // Runs matmuls of one token as one parallel loop: the rows of all of them,
-// in blocks of 4 (the decode tile), split over the pool in one go, so the
+// in blocks of 4, split over the pool in one go, so the
 // threads stream one weight after another without a join per matrix.
 void Context::matmuls_together(std::span<const QuantJob> jobs) {
   std::vector<int64_t>& first_block = first_block_;
