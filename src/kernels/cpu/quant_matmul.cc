@@ -15,8 +15,8 @@
 // 2 * 63 * 127 and 2 * 128 * 127 are below 2^15.
 //
 // A register tile of R rows x T tokens shares each inflated group across T
-// tokens and each activation load across R rows: R = 1, T = 1 for decode
-// (one weight stream: see MatmulKind), R = 4, T <= 2 for two or three
+// tokens and each activation load across R rows: R = 2, T = 1 for decode
+// (two rows far apart: see MatmulKind), R = 4, T <= 2 for two or three
 // tokens, R = 1, T = 8 for prefill (16 registers on AVX2). Activations are
 // first laid out per tile in panels (PanelActs), so a tile reads them as
 // one stream.
@@ -390,10 +390,12 @@ constexpr int64_t kPlane1StepBytes =
     (K == CodeKind::kI5 ? 4 : K == CodeKind::kI6 ? 8 : K == CodeKind::kI8s ? 16 : 0) * kStepGroups;
 
 // y for rows r0..r0+R-1 and tokens t0..t0+T-1, whose activations are the
-// tile's panel (PanelActs).
-template <CodeKind K, int R, int T, bool kDot>
+// tile's panel (PanelActs). kFar: rows r0 + r * stride instead, R streams
+// that each go on with their next row (decode; see MatmulKind).
+template <CodeKind K, int R, int T, bool kDot, bool kFar = false>
 HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
-                       int64_t ldy) {
+                       int64_t ldy, int64_t stride = 1) {
+  if constexpr (!kFar) stride = 1;
   using C = Codes<K>;
   const DI8 di;
   const DI32 d32;
@@ -401,8 +403,8 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   const uint8_t* row0[R];
   const uint8_t* row1[R];
   for (int r = 0; r < R; ++r) {
-    row0[r] = w.p0 + (r0 + r) * b0;
-    row1[r] = b1 > 0 ? w.p1 + (r0 + r) * b1 : nullptr;
+    row0[r] = w.p0 + (r0 + r * stride) * b0;
+    row1[r] = b1 > 0 ? w.p1 + (r0 + r * stride) * b1 : nullptr;
   }
   // Plane bytes per step of one row, and where the next tile's rows start.
   constexpr int64_t step0 = kPlane0StepBytes<K>, step1 = kPlane1StepBytes<K>;
@@ -428,8 +430,15 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   // half of activations to `mac(r, t, codes, acts)`, then the second. One
   // code and one activation vector are live at a time beside the sums.
   auto run_step = [&](int64_t at_step, auto&& mac) HWY_ATTR {
-    PrefetchSpan<R * step0>(next0 + at_step * R * step0);
-    if constexpr (step1 > 0) PrefetchSpan<R * step1>(next1 + at_step * R * step1);
+    if constexpr (kFar) {
+      for (int r = 0; r < R; ++r) {
+        PrefetchSpan<step0>(row0[r] + b0 + at_step * step0);
+        if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + b1 + at_step * step1);
+      }
+    } else {
+      PrefetchSpan<R * step0>(next0 + at_step * R * step0);
+      if constexpr (step1 > 0) PrefetchSpan<R * step1>(next1 + at_step * R * step1);
+    }
     typename C::V c0[R], c1[R];
     for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
     const int8_t* p = panel + at_step * T * kStepBytes;
@@ -491,11 +500,11 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
     for (int r = 0; r < R; ++r) dots[r][t] = static_cast<int32_t>(hn::GetLane(hn::SumOfLanes(d32, acc[r][t])));
   }
   for (int r = 0; r < R; ++r) {
-    const float ws = w.scales[r0 + r] * w.scale_mul;
+    const float ws = w.scales[r0 + r * stride] * w.scale_mul;
     for (int t = 0; t < T; ++t) {
       int32_t dot = dots[r][t];
       if constexpr (C::kUnsigned) dot -= C::kOffset * a.sum[t0 + t];
-      y[(t0 + t) * ldy + r0 + r] = ws * a.scale[t0 + t] * static_cast<float>(dot);
+      y[(t0 + t) * ldy + r0 + r * stride] = ws * a.scale[t0 + t] * static_cast<float>(dot);
     }
   }
 }
@@ -540,18 +549,23 @@ void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
   }
 }
 
-// Decode: one row at a time, front to back, so each thread reads its
-// weights as one sequential stream (two for two-plane kinds) that the
-// hardware prefetcher follows, with the tile's prefetch one row ahead. Four
-// rows side by side - four streams a row apart, sharing each activation
-// load - read slower: llama-1b's decode matrices at 0.78 of the bandwidth
-// probe against 0.86 for one row (median over 16 alternating rounds in one
-// process, 14 won; a plain read of the same bytes in the same loops: 0.98),
-// and whole decode +6-9 % (dense), +2-3 % (MoE, whose 384-byte expert rows
-// gain least). Arithmetic per byte is not the limit: halving it changed
-// nothing. Batches of two or three tokens keep four rows per tile, where
-// two tokens share each inflated weight. The activations go into a panel
-// first, so the steps load them in code order without shuffles.
+// Decode: the thread's rows split in two halves, read in lockstep one row of
+// each at a time (a tile of two rows a half apart, sharing each activation
+// load): two long sequential weight streams per thread, each prefetched
+// one row ahead. The compute between loads keeps few demand misses in
+// flight, so reading waits on the hardware prefetcher, which runs a limited
+// depth ahead of each stream it follows: two streams double it. Same loops
+// over llama-1b's decode matrices, alternating in one process, as a fraction
+// of the bandwidth probe (median of 12-16 rounds): four adjacent rows per
+// tile (four streams of one row each, restarting every tile) 0.78; one row
+// at a time 0.84-0.86; two far streams 0.94-1.0, the same as a plain read
+// of the same bytes in the same loops. Three far streams gained no more;
+// halving the arithmetic per byte changed nothing; farther prefetches or
+// real loads ahead in place of prefetches were slower. (A plain read gains
+// nothing from more streams: it has its misses in flight already.) Batches
+// of two or three tokens keep four adjacent rows per tile, where two tokens
+// share each inflated weight. The activations go into a panel first, so
+// the steps load them in code order without shuffles.
 template <CodeKind K, bool kDot>
 void MatmulKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                 int64_t row_end) {
@@ -563,7 +577,9 @@ void MatmulKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy
   if (a.n % 2 == 1) PanelActs<Codes<K>::kNibbleOrder>(a.q + 2 * pairs * a.k, 1, a.k, panel + 2 * pairs * a.k);
   const int8_t* single = panel + 2 * pairs * a.k;
   if (a.n == 1) {
-    for (int64_t r = row_begin; r < row_end; ++r) Tile<K, 1, 1, kDot>(w, a, single, r, 0, y, ldy);
+    const int64_t half = (row_end - row_begin) / 2;
+    for (int64_t r = row_begin; r < row_begin + half; ++r) Tile<K, 2, 1, kDot, true>(w, a, single, r, 0, y, ldy, half);
+    if ((row_end - row_begin) % 2 == 1) Tile<K, 1, 1, kDot>(w, a, single, row_end - 1, 0, y, ldy);
     return;
   }
   int64_t r = row_begin;
