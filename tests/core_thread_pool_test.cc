@@ -26,40 +26,6 @@ TEST(ThreadPool, CoversEveryIndexOnceForAnySize) {
   }
 }
 
-TEST(ThreadPool, WarmReadsItsRangesBesideTheCaller) {
-  std::vector<uint8_t> buf(size_t{1} << 20, 1);
-  ThreadPool pool(2);
-  pool.warm({{buf.data(), buf.size()}, {buf.data() + 100, 5000}, {nullptr, 64}, {buf.data(), 0}});
-  // Null and empty ranges are skipped. Waited for here: a loop would cut it short.
-  for (int spin = 0; pool.bytes_warmed() < buf.size() + 5000 && spin < 5000; ++spin) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_EQ(pool.bytes_warmed(), buf.size() + 5000);
-  ThreadPool alone(1);
-  alone.warm({{buf.data(), buf.size()}});
-  EXPECT_EQ(alone.bytes_warmed(), 0u);
-}
-
-TEST(ThreadPool, LoopsAfterWarmsCoverEveryIndexOnce) {
-  std::vector<uint8_t> buf(size_t{64} << 20, 1);
-  for (int threads : {2, 3}) {
-    ThreadPool pool(threads);
-    for (int rep = 0; rep < 200; ++rep) {
-      const int64_t n = 1 + rep % 97;
-      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-      pool.warm({{buf.data(), buf.size()}, {buf.data() + buf.size() / 2, buf.size() / 2}});
-      if (rep % 2 == 1) pool.warm({{buf.data(), buf.size()}});  // a warm cut short by a warm
-      pool.run(
-          n, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
-          },
-          1, rep % 3 == 0 ? ThreadPool::Schedule::kShared : ThreadPool::Schedule::kStatic);
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << threads << " " << rep;
-    }
-    pool.warm({{buf.data(), buf.size()}});  // destroyed while warming: cut short and joined
-  }
-}
-
 TEST(ThreadPool, SharedScheduleCoversEveryIndexOnceInSlicesOfAtLeastTheGrain) {
   for (int threads : {1, 2, 3, 8}) {
     ThreadPool pool(threads);

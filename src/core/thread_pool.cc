@@ -50,7 +50,6 @@ ThreadPool::ThreadPool(int n_threads) {
 }
 
 ThreadPool::~ThreadPool() {
-  join();
   stop_.store(true, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   futex_wake_all(generation_);
@@ -76,60 +75,9 @@ void ThreadPool::worker(int index) {
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
-    if (warming_) {
-      if (index == 1) run_warm();
-    } else {
-      run_share(index);
-    }
+    run_share(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) futex_wake_all(pending_);
   }
-}
-
-// Worker 1 loads one word per cache line of each range; stops early when
-// run() asks.
-void ThreadPool::run_warm() {
-  uint64_t sum = 0, bytes = 0;
-  for (int i = 0; i < n_warm_; ++i) {
-    const auto* p = static_cast<const uint8_t*>(warm_[i].p);
-    for (size_t at = 0; at < warm_[i].bytes; at += 4096) {
-      if (stop_warm_.load(std::memory_order_relaxed)) break;
-      const size_t end = std::min(warm_[i].bytes, at + 4096);
-      for (size_t line = at; line < end; line += 64) sum += *reinterpret_cast<const volatile uint8_t*>(p + line);
-      bytes += end - at;
-    }
-  }
-  warm_sink_.fetch_add(sum, std::memory_order_relaxed);
-  warmed_.fetch_add(bytes, std::memory_order_relaxed);
-}
-
-void ThreadPool::warm(std::initializer_list<Range> ranges) {
-  if (workers_.empty() || ranges.size() == 0) return;
-  join();
-  n_warm_ = 0;
-  for (const Range& r : ranges) {
-    if (n_warm_ < kWarmRanges && r.p != nullptr && r.bytes > 0) warm_[n_warm_++] = r;
-  }
-  if (n_warm_ == 0) return;
-  warming_ = true;
-  stop_warm_.store(false, std::memory_order_relaxed);
-  pending_.store(static_cast<uint32_t>(workers_.size()), std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleepers_.load(std::memory_order_acquire) > 0) futex_wake_all(generation_);
-}
-
-void ThreadPool::join() {
-  uint32_t left = pending_.load(std::memory_order_acquire);
-  if (left != 0 && warming_) stop_warm_.store(true, std::memory_order_relaxed);
-  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
-    cpu_relax(spin);
-    left = pending_.load(std::memory_order_acquire);
-  }
-  while (left != 0) {
-    futex_wait(pending_, left);
-    left = pending_.load(std::memory_order_acquire);
-  }
-  warming_ = false;
 }
 
 void ThreadPool::run_share(int index) {
@@ -154,10 +102,9 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
   const int64_t by_work = std::max<int64_t>(1, n / std::max<int64_t>(1, min_per_thread));
   const int slices = static_cast<int>(std::min<int64_t>(size(), by_work));
   if (slices <= 1) {
-    fn(0, n);  // beside a warm, if one is reading: it only reads
+    fn(0, n);
     return;
   }
-  join();  // a warm still reading
   fn_ = &fn;
   n_ = n;
   slices_ = slices;
@@ -171,7 +118,15 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_acquire) > 0) futex_wake_all(generation_);
   run_share(0);
-  join();
+  uint32_t left = pending_.load(std::memory_order_acquire);
+  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
+    cpu_relax(spin);
+    left = pending_.load(std::memory_order_acquire);
+  }
+  while (left != 0) {
+    futex_wait(pending_, left);
+    left = pending_.load(std::memory_order_acquire);
+  }
 }
 
 namespace {

@@ -15,14 +15,13 @@
 // count; a worker that has spun for `kSpinIterations` without work sleeps
 // on the counter (a Linux futex) until the next loop, so idle pools cost no CPU.
 //
-// One call at a time: run() and warm() must not be called concurrently or
-// from inside fn. Threads: the pool owns them; destroy the pool to join them.
+// One loop at a time: run() must not be called concurrently or from inside
+// fn. Threads: the pool owns them; destroy the pool to join them.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <thread>
 #include <vector>
 
@@ -44,22 +43,6 @@ class ThreadPool {
   void run(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn, int64_t min_per_thread = 1,
            Schedule schedule = Schedule::kStatic);
 
-  // Reads up to kWarmRanges byte ranges into the caches on one worker while
-  // the caller goes on, returning at once: decode hands it the first
-  // weights of the next matmul before its serial work (norms, rotations),
-  // during which memory would otherwise sit idle. The next run() cuts the
-  // reading short (it checks every 4 KiB) and waits for the worker, so a
-  // warm never delays a loop by more than that. Ranges past the first
-  // kWarmRanges are ignored; a pool without workers ignores the call.
-  static constexpr int kWarmRanges = 4;
-  struct Range {
-    const void* p = nullptr;
-    size_t bytes = 0;
-  };
-  void warm(std::initializer_list<Range> ranges);
-  // Bytes the warms have read so far.
-  uint64_t bytes_warmed() const { return warmed_.load(std::memory_order_relaxed); }
-
   // The process-wide pool used by the model (sized by set_default_threads,
   // else by the hardware).
   static ThreadPool& global();
@@ -69,9 +52,6 @@ class ThreadPool {
   void worker(int index);
   // This thread's part of the current loop.
   void run_share(int index);
-  void run_warm();
-  // Waits for the workers to finish the current loop or warm.
-  void join();
 
   std::vector<std::thread> workers_;
   // Written by run() before the generation is bumped (release), read by
@@ -80,9 +60,6 @@ class ThreadPool {
   int64_t n_ = 0;
   int slices_ = 0;
   bool shared_ = false;
-  bool warming_ = false;  // the generation is a warm, not a loop
-  Range warm_[kWarmRanges];
-  int n_warm_ = 0;
   int64_t grain_ = 1;
   // kShared: the first item not yet claimed, on a line of its own.
   alignas(64) std::atomic<int64_t> next_{0};
@@ -91,9 +68,6 @@ class ThreadPool {
   std::atomic<uint32_t> pending_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
-  std::atomic<bool> stop_warm_{false};
-  std::atomic<uint64_t> warm_sink_{0};
-  std::atomic<uint64_t> warmed_{0};
 };
 
 }  // namespace ork

@@ -370,51 +370,6 @@ void Context::matmuls_together(std::span<const QuantJob> jobs) {
   pool_->run(first_block.back(), run_blocks, 8, ThreadPool::Schedule::kShared);
 }
 
-// Decode only: before serial work (norms, rotations, SwiGLU), has the pool
-// read into the caches the first weights each thread takes in the next
-// loop, the one over `ws` (split as matmuls_together splits them: the
-// caller's first share from row 0, the worker's from a quarter in), so
-// memory is not idle meanwhile and each stream starts warm. 64 KiB per
-// thread: decode +3.0-3.5 % over 20-24 alternating rounds in one process
-// (dense and MoE; 128 KiB gained less), about what the serial work costs.
-void Context::warm_next(std::span<const ref::WeightView* const> ws) {
-  constexpr int64_t kWarmBytes = 64 << 10;
-  if (!fast_kernels_ || pool_->size() < 2 || ws.size() == 0) return;
-  auto quantized = [](const ref::WeightView& w) { return w.is_tier && w.tier != Tier::kF32 && w.tier != Tier::kF16; };
-  int64_t blocks = 0;
-  for (const ref::WeightView* w : ws) {
-    if (!quantized(*w)) return;
-    blocks += (w->rows + 3) / 4;
-  }
-  // The worker's first block: after the caller's first share.
-  int64_t at = std::max<int64_t>(8, blocks / (2 * pool_->size()));
-  const QuantWeights first = quant_weights(ws.front()->tier_tensor(), i8s_high_only_);
-  const int64_t first_row_bytes = plane0_row_bytes(first.kind, first.k);
-  ThreadPool::Range caller{first.p0, static_cast<size_t>(std::min(kWarmBytes, first.rows * first_row_bytes))};
-  ThreadPool::Range worker;
-  for (const ref::WeightView* w : ws) {
-    const int64_t b = (w->rows + 3) / 4;
-    if (at < b) {
-      const QuantWeights q = quant_weights(w->tier_tensor(), i8s_high_only_);
-      const int64_t row_bytes = plane0_row_bytes(q.kind, q.k);
-      worker = {q.p0 + 4 * at * row_bytes, static_cast<size_t>(std::min(kWarmBytes, (q.rows - 4 * at) * row_bytes))};
-      break;
-    }
-    at -= b;
-  }
-  pool_->warm({worker, caller});
-}
-
-// The first loop of layer `il` (q, k and v), or the output matrix after the last.
-void Context::warm_layer(int il) {
-  if (il == c_.n_layer) {
-    warm_next({&model_.output()});
-    return;
-  }
-  const LayerWeights& L = model_.layer(il);
-  warm_next({&L.wq, &L.wk, &L.wv});
-}
-
 // Matmuls reading one input (q, k and v; gate and up). Decoding one token
 // on the fast path they run as one parallel loop, one join instead of one
 // per matrix; otherwise one after another. The same results either way.
@@ -466,12 +421,6 @@ bool Context::moe_decode_fused(int layer) {
   }
   matmuls_together(jobs);
   jobs.clear();
-  {
-    std::vector<const ref::WeightView*>& downs = warm_views_;
-    downs.clear();
-    for (int j = 0; j < k; ++j) downs.push_back(&L.down_exps[static_cast<size_t>(route_ids_[static_cast<size_t>(j)])]);
-    warm_next(downs);
-  }
   for (int j = 0; j < k; ++j) {
     float* g = &moe_gate_[static_cast<size_t>(j) * ff];
     cpu::swiglu(g, &moe_up_[static_cast<size_t>(j) * ff], ff, g);
@@ -757,22 +706,18 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
     }
     store_kv(il, n);
     attention(il, n);
-    if (n == 1) warm_next({&L.wo});
     matmul(L.wo, attn_.data(), n, xn_.data());
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
-    if (n == 1 && !c_.is_moe()) warm_next({&L.w_gate, &L.w_up});
 
     // Feed-forward block: x += W_down · (silu(W_gate·n(x)) * W_up·n(x)),
     // or the mixture of such experts.
     rms_norm_rows(x_.data(), L.ffn_norm.data(), n, E, xn_.data());
     if (c_.is_moe()) {
       moe_ffn(il, n);
-      if (n == 1) warm_layer(il + 1);
       for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
       continue;
     }
     matmul_shared_input({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n);
-    if (n == 1) warm_next({&L.w_down});
     const int64_t ff = static_cast<int64_t>(n) * c_.n_ff;
     if (fast_kernels_) {
       cpu::swiglu(gate_.data(), up_.data(), ff, gate_.data());
@@ -780,7 +725,6 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
       ref::swiglu(gate_.data(), up_.data(), ff, gate_.data());
     }
     matmul(L.w_down, gate_.data(), n, xn_.data());
-    if (n == 1) warm_layer(il + 1);
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
   }
 

@@ -117,9 +117,6 @@ class Context {
     float* y;
   };
   void matmuls_together(std::span<const QuantJob> jobs);
-  void warm_next(std::initializer_list<const ref::WeightView*> ws) { warm_next(std::span<const ref::WeightView* const>(ws.begin(), ws.size())); }
-  void warm_next(std::span<const ref::WeightView* const> ws);
-  void warm_layer(int il);
   void matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x, int n);
   void store_kv(int layer, int n_tokens);
   void rms_norm_rows(const float* x, const float* weight, int n, int width, float* out);
@@ -180,7 +177,6 @@ class Context {
   std::vector<int64_t> first_block_;
   std::vector<int> expert_order_;
   std::vector<float> moe_weights_;
-  std::vector<const ref::WeightView*> warm_views_;  // warm_next's list
   // Batched experts: each expert's first entry in moe_tokens_ (by expert).
   std::vector<int> moe_begin_;
 
