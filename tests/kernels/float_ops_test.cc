@@ -134,6 +134,44 @@ TEST_F(FloatEveryTarget, RmsNormSwigluRopeMatchReference) {
   }
 }
 
+// GeGLU (GELU's tanh form, as llama.cpp) against the double-precision
+// reference, and softmax against the reference, over lengths with tails.
+TEST_F(FloatEveryTarget, GegluAndSoftmaxMatchReference) {
+  for (int64_t n : {1, 7, 8, 9, 64, 1000, 2051}) {
+    const auto x = normal_vector(n, 7, 3.0f), up = normal_vector(n, 8);
+    std::vector<float> want(static_cast<size_t>(n));
+    ref::geglu(x.data(), up.data(), n, want.data());
+    std::vector<float> want_soft = x;
+    ref::softmax(want_soft.data(), n);
+    for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+      cpu::force_target(t);
+      std::vector<float> got(want.size());
+      cpu::geglu(x.data(), up.data(), n, got.data());
+      // Highway's tanh is within a few ulp of 1, which 1 + tanh keeps as an
+      // absolute error where the gate is very negative.
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(got[i], want[i], 2e-6f * std::fabs(want[i]) + 2e-7f * (1.0f + std::fabs(x[i])) * std::fabs(up[i]))
+            << cpu::target_name(t) << " n=" << n << " i=" << i << " gate=" << x[i];
+      }
+      std::vector<float> soft = x;
+      cpu::softmax(soft.data(), n);
+      float sum = 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(soft[i], want_soft[i], 2e-6f * want_soft[i] + 1e-12f) << cpu::target_name(t) << " n=" << n;
+        sum += soft[i];
+      }
+      EXPECT_NEAR(sum, 1.0f, 1e-5f);
+    }
+  }
+  // GELU's shape: about g for large g, about 0 for very negative g, 0 at 0.
+  const std::vector<float> g = {-10.0f, 0.0f, 10.0f}, one(3, 1.0f);
+  std::vector<float> out(3);
+  cpu::geglu(g.data(), one.data(), 3, out.data());
+  EXPECT_NEAR(out[0], 0.0f, 1e-6f);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_NEAR(out[2], 10.0f, 1e-5f);
+}
+
 // Attention over an f16 cache against the f32 reference reading the same
 // (rounded) values: softmax weights within 1e-6, outputs a mean of v rows.
 TEST_F(FloatEveryTarget, AttentionOverF16CacheMatchesReference) {

@@ -215,18 +215,35 @@ HWY_INLINE hn::Vec<DF> SwigluVec(hn::Vec<DF> g, hn::Vec<DF> u) {
   return hn::Mul(hn::Div(g, hn::Add(hn::Set(d, 1.0f), hn::Exp(d, hn::Neg(g)))), u);
 }
 
-void Swiglu(const float* gate, const float* up, int64_t n, float* out) {
+HWY_INLINE hn::Vec<DF> GegluVec(hn::Vec<DF> g, hn::Vec<DF> u) {
+  const DF d;
+  const auto inner = hn::Mul(hn::Set(d, 0.7978845608f), hn::MulAdd(hn::Mul(hn::Set(d, 0.044715f), g), hn::Mul(g, g), g));
+  const auto half_g = hn::Mul(hn::Set(d, 0.5f), g);
+  return hn::Mul(hn::MulAdd(half_g, hn::Tanh(d, inner), half_g), u);
+}
+
+// out = glu(gate) * up over n values, the tail through one padded vector.
+template <class Glu>
+HWY_INLINE void GatedUnit(const float* gate, const float* up, int64_t n, float* out, Glu glu) {
   const DF d;
   const auto L = static_cast<int64_t>(hn::Lanes(d));
   int64_t i = 0;
-  for (; i + L <= n; i += L) hn::StoreU(SwigluVec(hn::LoadU(d, gate + i), hn::LoadU(d, up + i)), d, out + i);
+  for (; i + L <= n; i += L) hn::StoreU(glu(hn::LoadU(d, gate + i), hn::LoadU(d, up + i)), d, out + i);
   if (i < n) {
     alignas(64) float g[kMaxFloatLanes] = {}, u[kMaxFloatLanes] = {};
     std::copy(gate + i, gate + n, g);
     std::copy(up + i, up + n, u);
-    hn::Store(SwigluVec(hn::Load(d, g), hn::Load(d, u)), d, g);
+    hn::Store(glu(hn::Load(d, g), hn::Load(d, u)), d, g);
     std::copy(g, g + (n - i), out + i);
   }
+}
+
+void Swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  GatedUnit(gate, up, n, out, [](auto g, auto u) HWY_ATTR { return SwigluVec(g, u); });
+}
+
+void Geglu(const float* gate, const float* up, int64_t n, float* out) {
+  GatedUnit(gate, up, n, out, [](auto g, auto u) HWY_ATTR { return GegluVec(g, u); });
 }
 
 void ToF16(const float* x, int64_t n, uint16_t* out) {
@@ -282,6 +299,17 @@ HWY_INLINE float SoftmaxNumerators(float* scores, int64_t n_kv) {
     }
   }
   return 1.0f / sum;
+}
+
+void Softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  const DF d;
+  const auto L = static_cast<int64_t>(hn::Lanes(d));
+  const float inv = SoftmaxNumerators(x, n);
+  const auto vi = hn::Set(d, inv);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vi), d, x + i);
+  for (; i < n; ++i) x[i] *= inv;
 }
 
 // Positions per block of the V pass: 64 rows of a 128-wide f16 head are
@@ -475,6 +503,8 @@ HWY_EXPORT(FloatMatmul);
 HWY_EXPORT(RmsNorm);
 HWY_EXPORT(Rope);
 HWY_EXPORT(Swiglu);
+HWY_EXPORT(Geglu);
+HWY_EXPORT(Softmax);
 HWY_EXPORT(ToF16);
 HWY_EXPORT(AttentionHeadF16);
 HWY_EXPORT(AttentionGroupF16);
@@ -500,6 +530,12 @@ void rope(float* head, int n_rot, bool adjacent, const float* cos, const float* 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {
   HWY_DYNAMIC_DISPATCH(Swiglu)(gate, up, n, out);
 }
+
+void geglu(const float* gate, const float* up, int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(Geglu)(gate, up, n, out);
+}
+
+void softmax(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(Softmax)(x, n); }
 
 void to_f16(const float* x, int64_t n, uint16_t* out) { HWY_DYNAMIC_DISPATCH(ToF16)(x, n, out); }
 

@@ -1,6 +1,6 @@
 // The CPU engine's float kernels, written once with Highway (see
 // quant_matmul.h for targets): the Hadamard rotation of activations, f32/f16
-// matmul, RMSNorm, RoPE from a per-position table, SwiGLU, softmax and
+// matmul, RMSNorm, RoPE from a per-position table, SwiGLU, GeGLU, softmax and
 // attention over an f16 KV cache. References: kernels/ref/ops.h and
 // quant/rotation.h; tolerances are stated in tests/kernels/float_ops_test.cc.
 #pragma once
@@ -27,6 +27,13 @@ void rope(float* head, int n_rot, bool adjacent, const float* cos, const float* 
 
 // out = silu(gate) * up
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
+
+// out = gelu(gate) * up, GELU's tanh form (ref::geglu).
+void geglu(const float* gate, const float* up, int64_t n, float* out);
+
+// In-place softmax over n values (ref::softmax, to a few ulp; attention
+// uses the same exponentials).
+void softmax(float* x, int64_t n);
 
 // f32 -> f16 (round to nearest even), for the KV cache.
 void to_f16(const float* x, int64_t n, uint16_t* out);

@@ -108,6 +108,14 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+void geglu(const float* gate, const float* up, int64_t n, float* out) {
+  const double c = std::sqrt(2.0 / 3.14159265358979323846);
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(0.5 * g * (1.0 + std::tanh(c * (g + 0.044715 * g * g * g))) * up[i]);
+  }
+}
+
 void attention_head(const float* q, const float* k, const float* v, int64_t n_kv, int head_dim, int64_t stride,
                     float scale, float* scores, float* out) {
   for (int64_t t = 0; t < n_kv; ++t) {

@@ -72,6 +72,10 @@ void softmax(float* x, int64_t n);
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
 
+// out = gelu(gate) * up (GeGLU), GELU in its tanh form as llama.cpp's
+// ggml_gelu: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
+void geglu(const float* gate, const float* up, int64_t n, float* out);
+
 // Causal attention of one query head over `n_kv` cached positions:
 // out = softmax(q·K^T * scale) V, where K and V rows are `stride` floats apart.
 // `scores` needs n_kv floats.
