@@ -657,6 +657,21 @@ void Context::moe_ffn(int layer, int n) {
   std::copy(moe_acc_.begin(), moe_acc_.end(), xn_.begin());
 }
 
+// The embedding lookup. On the fast path a quantized, unrotated table is
+// read by the SIMD kernel - the integer matmuls' view of it, so nf4 through
+// its int8 codebook; anything else by the reference dequantizer.
+void Context::embed(int32_t token, float* out) {
+  const ref::WeightView& w = model_.token_embd();
+  const bool quantized = w.is_tier && w.tier != Tier::kF32 && w.tier != Tier::kF16;
+  if (!fast_kernels_ || !quantized || w.rotation_block > 0) {
+    ref::dequantize_row(w, token, out);
+    return;
+  }
+  quant_row_.resize(static_cast<size_t>(w.k_stored));
+  cpu::dequantize_row(quant_weights(w.tier_tensor(), i8s_high_only_), token, quant_row_.data());
+  std::copy_n(quant_row_.begin(), w.cols, out);
+}
+
 Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool all_logits) {
   const int n = static_cast<int>(tokens.size());
   if (n == 0) return error(StatusCode::kInvalidArgument, "eval: no tokens");
@@ -674,7 +689,7 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
   pin_kv_cache();
   const int E = c_.n_embd;
 
-  for (int t = 0; t < n; ++t) ref::dequantize_row(model_.token_embd(), tokens[t], &x_[static_cast<size_t>(t) * E]);
+  for (int t = 0; t < n; ++t) embed(tokens[t], &x_[static_cast<size_t>(t) * E]);
 
   if (fast_kernels_) {
     // The rotary angles of this batch's positions, shared by every layer and head.

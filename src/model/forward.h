@@ -89,6 +89,7 @@ class Context {
   void truncate(int pos) { n_past_ = pos < n_past_ ? pos : n_past_; }
 
  private:
+  void embed(int32_t token, float* out);
   void attention(int layer, int n_tokens);
   void moe_ffn(int layer, int n_tokens);
   bool moe_decode_fused(int layer);
@@ -167,7 +168,7 @@ class Context {
   std::vector<const void*> npu_pinned_;
   std::vector<float> router_logits_, route_w_, moe_in_, moe_gate_, moe_up_, moe_out_, moe_acc_;
   std::vector<int32_t> route_ids_, moe_tokens_;
-  std::vector<float> quant_row_;  // quantize_input's scratch
+  std::vector<float> quant_row_;  // quantize_input's and embed's scratch
   // Decode's fused loops, kept so that a token does not allocate: the
   // shared input and each routed expert's down input, the jobs, the loop's
   // block offsets, the experts' summation order.

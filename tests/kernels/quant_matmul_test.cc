@@ -150,6 +150,30 @@ TEST_F(EveryTarget, QuantMatmulMatchesReferenceForEveryKind) {
   }
 }
 
+// The embedding lookup: every kind's rows as floats, bit for bit with the
+// reference on every target, whole groups and an odd group at the end.
+TEST_F(EveryTarget, DequantizeRowMatchesReference) {
+  std::mt19937 rng(4);
+  for (CodeKind kind : kKinds) {
+    for (int64_t k : {32, 64, 96, 2048, 2080}) {
+      for (int misalign : {0, 1}) {
+        const int64_t rows = 3;
+        RandomWeights w(kind, rows, k, misalign, rng);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<float> want(static_cast<size_t>(k));
+          ref::dequantize_codes_row(w.view, r, want.data());
+          for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+            cpu::force_target(t);
+            std::vector<float> got(want.size(), -7.0f);
+            cpu::dequantize_row(w.view, r, got.data());
+            ASSERT_EQ(got, want) << cpu::target_name(t) << " " << kind_name(kind) << " k=" << k << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The largest products each kind can form, with activations at +-127: the
 // int16 pair sums must not saturate.
 TEST_F(EveryTarget, ExtremeCodesDoNotSaturate) {
@@ -182,7 +206,8 @@ TEST_F(EveryTarget, ExtremeCodesDoNotSaturate) {
 }
 
 // The kernel's codes are the format's: code * scale * scale_mul is the
-// tier's own dequantized weight (exactly, but for nf4's int8 codebook).
+// tier's own dequantized weight (exactly, but for nf4's int8 codebook), and
+// so is the embedding lookup's row.
 TEST(QuantWeights, CodesMatchTheTierDequantizer) {
   const int64_t rows = 6, k = 96;
   const std::vector<float> m = make_test_matrix(MatrixKind::kStudentT4, rows, k, 5);
@@ -207,6 +232,10 @@ TEST(QuantWeights, CodesMatchTheTierDequantizer) {
           ASSERT_NEAR(code * scales[r], row[static_cast<size_t>(j)], tol)
               << tier_name(tier) << (high_only ? " high" : "") << " r=" << r << " j=" << j;
         }
+        // The embedding lookup's row is the tier's, exactly (nf4: as above).
+        std::vector<float> looked_up(row.size());
+        ref::dequantize_codes_row(w, r, looked_up.data());
+        if (tier != Tier::kNf4) ASSERT_EQ(looked_up, row) << tier_name(tier) << (high_only ? " high" : "") << " r=" << r;
       }
     }
   }

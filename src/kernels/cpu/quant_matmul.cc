@@ -97,6 +97,8 @@ void QuantMatmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ld
   ref::quant_matmul(w, a, y, ldy, row_begin, row_end);
 }
 
+void DequantizeRow(const QuantWeights& w, int64_t r, float* out) { ref::dequantize_codes_row(w, r, out); }
+
 #else
 
 using DU8 = hn::CappedTag<uint8_t, 32>;
@@ -593,6 +595,63 @@ void MatmulKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy
   }
 }
 
+// The embedding lookup: each step's code vectors (as the matmul inflates
+// them) back into weight order, widened to int32, less the offset, to
+// float, times the row's scale - the reference's one rounding per weight.
+template <CodeKind K>
+void DequantizeRowKind(const QuantWeights& w, int64_t r, float* out) {
+  using C = Codes<K>;
+  const DI8 di;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> d32;
+  const hn::Rebind<int8_t, decltype(d32)> d8;
+  const auto nf = static_cast<int64_t>(hn::Lanes(df));
+  const uint8_t* row0 = w.p0 + r * plane0_row_bytes(K, w.k);
+  const uint8_t* row1 = w.p1 != nullptr ? w.p1 + r * plane1_row_bytes(K, w.k) : nullptr;
+  const auto scale = hn::Set(df, w.scales[r] * w.scale_mul);
+  const auto offset = hn::Set(d32, C::kOffset);
+  alignas(64) int8_t step[2 * kL], ordered[2 * kL];
+  auto emit = [&](const int8_t* codes, int64_t count, float* dst) HWY_ATTR {
+    for (int64_t i = 0; i < count; i += nf) {
+      const auto code = hn::Sub(hn::PromoteTo(d32, hn::LoadU(d8, codes + i)), offset);
+      hn::StoreU(hn::Mul(scale, hn::ConvertTo(df, code)), df, dst + i);
+    }
+  };
+  const int64_t groups = w.k / 32, steps = groups / kStepGroups;
+  for (int64_t st = 0; st < steps; ++st) {
+    typename C::V c0, c1;
+    C::LoadStep(row0, row1, st * kStepGroups, c0, c1);
+    hn::Store(hn::BitCast(di, c0), di, step);
+    hn::Store(hn::BitCast(di, c1), di, step + kL);
+    const int8_t* codes = step;
+    if constexpr (kL == 32 && C::kNibbleOrder) {  // [g lo | g+1 lo], [g hi | g+1 hi]
+      std::memcpy(ordered, step, 16);
+      std::memcpy(ordered + 16, step + 32, 16);
+      std::memcpy(ordered + 32, step + 16, 16);
+      std::memcpy(ordered + 48, step + 48, 16);
+      codes = ordered;
+    }
+    emit(codes, 2 * static_cast<int64_t>(kL), out + st * 2 * static_cast<int64_t>(kL));
+  }
+  if constexpr (kStepGroups == 2) {
+    if (steps * 2 < groups) {  // the odd group, in weight order
+      hn::Store(hn::BitCast(di, C::LoadGroup(row0, row1, steps * 2)), di, step);
+      emit(step, 32, out + steps * 64);
+    }
+  }
+}
+
+void DequantizeRow(const QuantWeights& w, int64_t r, float* out) {
+  switch (w.kind) {
+    case CodeKind::kI4: return DequantizeRowKind<CodeKind::kI4>(w, r, out);
+    case CodeKind::kNf4: return DequantizeRowKind<CodeKind::kNf4>(w, r, out);
+    case CodeKind::kI5: return DequantizeRowKind<CodeKind::kI5>(w, r, out);
+    case CodeKind::kI6: return DequantizeRowKind<CodeKind::kI6>(w, r, out);
+    case CodeKind::kI8: return DequantizeRowKind<CodeKind::kI8>(w, r, out);
+    case CodeKind::kI8s: return DequantizeRowKind<CodeKind::kI8s>(w, r, out);
+  }
+}
+
 template <bool kDot>
 void MatmulAnyKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                    int64_t row_end) {
@@ -629,6 +688,7 @@ namespace ork::cpu {
 
 HWY_EXPORT(QuantizeActs);
 HWY_EXPORT(QuantMatmul);
+HWY_EXPORT(DequantizeRow);
 
 void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum) {
   HWY_DYNAMIC_DISPATCH(QuantizeActs)(x, n, k, q, scale, sum);
@@ -638,6 +698,8 @@ void quant_matmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t l
                   int64_t row_end) {
   HWY_DYNAMIC_DISPATCH(QuantMatmul)(w, a, y, ldy, row_begin, row_end);
 }
+
+void dequantize_row(const QuantWeights& w, int64_t r, float* out) { HWY_DYNAMIC_DISPATCH(DequantizeRow)(w, r, out); }
 
 }  // namespace ork::cpu
 #endif  // HWY_ONCE

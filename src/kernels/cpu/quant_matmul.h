@@ -18,4 +18,7 @@ void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, in
 void quant_matmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                   int64_t row_end);
 
+// Row r of w as w.k floats (the embedding lookup): ref::dequantize_codes_row.
+void dequantize_row(const QuantWeights& w, int64_t r, float* out);
+
 }  // namespace ork::cpu

@@ -75,6 +75,11 @@ int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j) {
   return 0;
 }
 
+void dequantize_codes_row(const QuantWeights& w, int64_t r, float* out) {
+  const float scale = w.scales[r] * w.scale_mul;
+  for (int64_t j = 0; j < w.k; ++j) out[j] = scale * static_cast<float>(weight_code(w, r, j));
+}
+
 void quant_matmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                   int64_t row_end) {
   for (int64_t r = row_begin; r < row_end; ++r) {

@@ -18,6 +18,12 @@ void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, in
 // The integer code of weight j of row r (see kernels/quant_types.h).
 int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j);
 
+// Row r of w as floats, the kernels' own view of it (an embedding lookup):
+// out[j] = (scales[r] * scale_mul) * weight_code(w, r, j), for j < w.k.
+// For i4, i5, i6, i8 and i8s that is the tier's dequantized weight
+// exactly; nf4 reads its int8 codebook (within 0.5/127 of the float one).
+void dequantize_codes_row(const QuantWeights& w, int64_t r, float* out);
+
 // y[t * ldy + r] for t < a.n and r in [row_begin, row_end), as in
 // kernels/quant_types.h: the float product is
 // (scales[r] * scale_mul) * act_scale[t] * float(dot), in that order.
