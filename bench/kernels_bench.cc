@@ -1,7 +1,9 @@
 // Kernel microbenchmarks (Google Benchmark): the quantized matmul per tier
 // and token count M, on weights larger than the caches (M = 1, memory-bound:
 // read GB/s) or L2-resident blocks (M > 1, compute-bound: GMAC/s), single
-// thread; K = 768 is the down projection of a qwen3moe expert. Run:
+// thread; K = 768 is the down projection of a qwen3moe expert. And decode's
+// loops on the thread pool against a plain read of the same bytes
+// (BM_DecodeLoops). Run:
 // build/release/ork-kernels-bench [--benchmark_filter=i4]
 #include <benchmark/benchmark.h>
 
@@ -9,9 +11,14 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
+#include <cstring>
+#include <atomic>
 #include <random>
 #include <vector>
 
+#include "core/mapped_file.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/quant_matmul.h"
 
@@ -80,6 +87,93 @@ void BM_StreamRead(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(buf.size()) * 8e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_StreamRead)->Unit(benchmark::kMillisecond);
+
+// Decode's matmul loops over a llama-1b-shaped stack of i4 matrices (16
+// layers of q/k/v, o, gate/up and down, then the output: 520.9 MB on huge
+// pages), run as Context::matmuls_together runs them: one pool loop per
+// group over its rows in blocks of 4, shares of at least 8 blocks claimed
+// as the threads free up, all threads of the machine. Arg 0: the GEMV
+// kernel; arg 1: a plain vectorised read of the same bytes in the same
+// loops, the most these loops can read. Their GB/s side by side is the
+// kernel's fraction of what the access pattern allows:
+// build/release/ork-kernels-bench --benchmark_filter=DecodeLoops
+struct DecodeStack {
+  static constexpr int64_t kEmbd = 2048, kFf = 8192, kKv = 512, kVocab = 32000, kLayers = 16;
+  HugePages mem;
+  std::vector<QuantWeights> mats;
+  std::vector<std::vector<size_t>> groups;  // matrices run as one loop
+  std::vector<float> scales = std::vector<float>(kVocab, 0.01f);
+  std::vector<int8_t> q = std::vector<int8_t>(kFf, 3);
+  float act_scale = 0.1f;
+  int32_t act_sum = 0;
+  int64_t bytes = 0;
+
+  DecodeStack() {
+    std::vector<std::pair<int64_t, int64_t>> shapes;  // rows, k
+    for (int l = 0; l < kLayers; ++l) {
+      for (auto shape : {std::pair{kEmbd, kEmbd}, {kKv, kEmbd}, {kKv, kEmbd}, {kEmbd, kEmbd}, {kFf, kEmbd}, {kFf, kEmbd},
+                         {kEmbd, kFf}}) {
+        shapes.push_back(shape);
+      }
+      const size_t b = static_cast<size_t>(l) * 7;
+      groups.push_back({b, b + 1, b + 2});
+      groups.push_back({b + 3});
+      groups.push_back({b + 4, b + 5});
+      groups.push_back({b + 6});
+    }
+    shapes.emplace_back(kVocab, kEmbd);
+    groups.push_back({shapes.size() - 1});
+    for (auto [rows, k] : shapes) bytes += rows * k / 2;
+    mem = HugePages(static_cast<size_t>(bytes));
+    uint64_t x = 0x9E3779B97F4A7C15ull;  // xorshift: random nibbles, fast to make
+    for (int64_t i = 0; i + 8 <= bytes; i += 8) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      std::memcpy(mem.data() + i, &x, 8);
+    }
+    int64_t at = 0;
+    for (auto [rows, k] : shapes) {
+      mats.push_back({CodeKind::kI4, mem.data() + at, nullptr, scales.data(), 1.0f, rows, k});
+      at += rows * k / 2;
+    }
+  }
+};
+
+void BM_DecodeLoops(benchmark::State& state) {
+  static DecodeStack s;
+  const bool plain = state.range(0) == 1;
+  ThreadPool& pool = ThreadPool::global();
+  std::vector<float> y(static_cast<size_t>(DecodeStack::kVocab));
+  std::atomic<uint64_t> sink{0};
+  for (auto _ : state) {
+    for (const auto& group : s.groups) {
+      std::vector<int64_t> first{0};
+      for (size_t m : group) first.push_back(first.back() + (s.mats[m].rows + 3) / 4);
+      pool.run(
+          first.back(),
+          [&](int64_t b, int64_t e) {
+            size_t i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), b) - first.begin()) - 1;
+            for (; b < e; ++i) {
+              const QuantWeights& w = s.mats[group[i]];
+              const int64_t end = std::min(e, first[i + 1]);
+              const int64_t r0 = 4 * (b - first[i]), r1 = std::min(w.rows, 4 * (end - first[i]));
+              if (plain) {
+                const auto* p = reinterpret_cast<const uint64_t*>(w.p0 + r0 * w.k / 2);
+                sink.fetch_add(cpu::stream_read(p, (r1 - r0) * w.k / 16), std::memory_order_relaxed);
+              } else {
+                cpu::quant_matmul(w, {s.q.data(), &s.act_scale, &s.act_sum, w.k, 1}, y.data(), w.rows, r0, r1);
+              }
+              b = end;
+            }
+          },
+          8, ThreadPool::Schedule::kShared);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  benchmark::DoNotOptimize(sink.load());
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(s.bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(plain ? "plain read, same loops" : "i4 GEMV");
+}
+BENCHMARK(BM_DecodeLoops)->Arg(0)->Arg(1)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 #if defined(__x86_64__)
 // The int8 multiply ceiling of one core: 12 independent chains of
