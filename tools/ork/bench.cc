@@ -1,6 +1,7 @@
 // ork bench: prefill and decode speed of a model beside the machine's read
 // bandwidth measured in the same run, so decode can be judged as a
-// fraction of the memory roofline (bytes of weights read per token).
+// fraction of the memory roofline (bytes of weights and of the KV cache
+// read per token).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -119,10 +120,15 @@ int bench(BenchOptions& o) {
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
   Context::NpuStats placed;
   std::vector<double> pp, tg, expert_bpt, fractions;
+  // The f16 KV cache every decoded token's attention reads: K and V of each
+  // layer over the positions so far, on average over the generated tokens
+  // (from position n_prompt to n_prompt + n_gen - 1, each reading one more).
+  const int n_prompt_used = std::max(0, std::min(o.n_prompt, n_ctx - o.n_gen - 1));
+  const double kv_bytes = o.n_gen > 0 ? 2.0 * 2.0 * c.n_layer * c.kv_dim() * (n_prompt_used + (o.n_gen + 1) / 2.0) : 0.0;
   for (int r = 0; r < o.reps; ++r) {
     Context ctx(*model, n_ctx);
     ctx.set_npu(npu_cli.engine());
-    std::vector<int32_t> prompt(static_cast<size_t>(std::min(o.n_prompt, n_ctx - o.n_gen - 1)));
+    std::vector<int32_t> prompt(static_cast<size_t>(n_prompt_used));
     for (auto& t : prompt) t = tok(rng);
     if (!prompt.empty()) {
       const double t0 = now_s();
@@ -147,15 +153,16 @@ int bench(BenchOptions& o) {
     // The machine's bandwidth drifts: probe it again beside every
     // repetition and judge each repetition's decode against its own probe.
     bws.push_back(probe.measure(2));
-    const double rep_bytes = static_cast<double>(model->dense_bytes_per_token()) + rep_experts;
+    const double rep_bytes = static_cast<double>(model->dense_bytes_per_token()) + rep_experts + kv_bytes;
     fractions.push_back(tg.back() * rep_bytes / 1e9 / bws.back());
     std::fprintf(stderr, "  rep %d/%d: pp %.1f tok/s, tg %.1f tok/s, read bandwidth %.2f GB/s, decode at %.1f %% of it\n",
                  r + 1, o.reps, pp.empty() ? 0.0 : pp.back(), tg.back(), bws.back(), 100.0 * fractions.back());
   }
   const Summary p = pp.empty() ? Summary{} : summarize(pp), g = summarize(tg);
   // Dense weights plus the routed experts' bytes actually read per decoded token.
-  const uint64_t bpt = model->dense_bytes_per_token() +
-                       (expert_bpt.empty() ? 0 : static_cast<uint64_t>(summarize(expert_bpt).median));
+  const uint64_t weight_bpt = model->dense_bytes_per_token() +
+                              (expert_bpt.empty() ? 0 : static_cast<uint64_t>(summarize(expert_bpt).median));
+  const uint64_t bpt = weight_bpt + static_cast<uint64_t>(kv_bytes);
   const double used = g.median * static_cast<double>(bpt) / 1e9;
   const Summary b = summarize(bws), f = summarize(fractions);
   const double bw = b.median;
@@ -164,11 +171,13 @@ int bench(BenchOptions& o) {
     std::printf("{\"model\": \"%s\", \"resident\": %s, \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f}, "
                 "\"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
                 "\"tg\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
-                "\"bytes_per_token\": %llu, \"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, "
+                "\"bytes_per_token\": %llu, \"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %llu, "
+                "\"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, "
                 "\"roofline_fraction_min\": %.4f, \"roofline_fraction_max\": %.4f, \"read_gbps_min\": %.2f, \"read_gbps_max\": %.2f, "
                 "\"reps\": %d%s}\n",
                 model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_prompt, p.median, p.min, p.max,
-                o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt), used, f.median, f.min, f.max, b.min,
+                o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
+                static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes), used, f.median, f.min, f.max, b.min,
                 b.max, o.reps, npu_cli.json(placed).c_str());
     if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
     return 0;
@@ -179,9 +188,10 @@ int bench(BenchOptions& o) {
               cpu_name().c_str(), pool.size(), target, bw, bws.size(), b.min, b.max);
   std::printf("prefill pp%-5d  %8.2f tok/s (min %.2f, max %.2f over %d reps)\n", o.n_prompt, p.median, p.min, p.max, o.reps);
   std::printf("decode  tg%-5d  %8.2f tok/s (min %.2f, max %.2f)\n", o.n_gen, g.median, g.min, g.max);
-  std::printf("decode reads     %.2f MB/token = %.2f GB/s; %.1f %% of the read bandwidth probed beside each repetition "
-              "(median; %.1f-%.1f %%)\n",
-              static_cast<double>(bpt) / 1e6, used, 100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
+  std::printf("decode reads     %.2f MB/token (weights %.2f, KV cache %.2f) = %.2f GB/s; %.1f %% of the read bandwidth "
+              "probed beside each repetition (median; %.1f-%.1f %%)\n",
+              static_cast<double>(bpt) / 1e6, static_cast<double>(weight_bpt) / 1e6, kv_bytes / 1e6, used,
+              100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
   npu_cli.report(stdout, placed);
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;
