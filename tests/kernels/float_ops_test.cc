@@ -31,6 +31,20 @@ std::vector<float> normal_vector(int64_t n, uint32_t seed, float sd = 1.0f) {
   return v;
 }
 
+// v's values `offset` elements into a buffer of their own: with offset 1
+// no vector load or store through p is aligned.
+template <class T>
+struct Shifted {
+  std::vector<T> buf;
+  int offset;
+  T* p;
+  Shifted(const std::vector<T>& v, int off) : buf(v.size() + static_cast<size_t>(off)), offset(off) {
+    std::copy(v.begin(), v.end(), buf.begin() + off);
+    p = buf.data() + off;
+  }
+  std::vector<T> values() const { return std::vector<T>(buf.begin() + offset, buf.end()); }
+};
+
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   float m = 0.0f;
   for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
@@ -46,9 +60,11 @@ TEST_F(FloatEveryTarget, RotateIsBitExactWithTheReference) {
     rotation_signs(k, kDefaultRotationSeed, signs.data());
     for (int t = 0; t < cpu::compiled_target_count(); ++t) {
       cpu::force_target(t);
-      std::vector<float> got = x;
-      cpu::rotate(got.data(), k, block, signs.data());
-      ASSERT_EQ(got, want) << cpu::target_name(t) << " k=" << k << " block=" << block;
+      for (int off : {0, 1}) {
+        Shifted<float> got(x, off);
+        cpu::rotate(got.p, k, block, signs.data());
+        ASSERT_EQ(got.values(), want) << cpu::target_name(t) << " k=" << k << " block=" << block << " off=" << off;
+      }
     }
   }
 }
@@ -82,14 +98,18 @@ TEST_F(FloatEveryTarget, FloatMatmulMatchesReference) {
       }
       for (int tg = 0; tg < cpu::compiled_target_count(); ++tg) {
         cpu::force_target(tg);
-        std::vector<float> y(want.size(), -1.0f);
-        cpu::float_matmul(f16, f16 ? static_cast<const void*>(wh.data()) : wf.data(), k, x.data(), n, y.data(), rows, 1,
-                          rows);
-        for (int t = 0; t < n; ++t) {
-          EXPECT_EQ(y[static_cast<size_t>(t * rows)], -1.0f);  // row 0 is outside the range
-          for (int64_t r = 1; r < rows; ++r) {
-            const size_t i = static_cast<size_t>(t * rows + r);
-            ASSERT_NEAR(y[i], want[i], 1e-5 * mag[i] + 1e-30) << cpu::target_name(tg) << " k=" << k << " f16=" << f16;
+        for (int off : {0, 1}) {
+          const Shifted<uint16_t> wh_s(wh, off);
+          const Shifted<float> wf_s(wf, off), x_s(x, off);
+          std::vector<float> y(want.size(), -1.0f);
+          cpu::float_matmul(f16, f16 ? static_cast<const void*>(wh_s.p) : wf_s.p, k, x_s.p, n, y.data(), rows, 1, rows);
+          for (int t = 0; t < n; ++t) {
+            EXPECT_EQ(y[static_cast<size_t>(t * rows)], -1.0f);  // row 0 is outside the range
+            for (int64_t r = 1; r < rows; ++r) {
+              const size_t i = static_cast<size_t>(t * rows + r);
+              ASSERT_NEAR(y[i], want[i], 1e-5 * mag[i] + 1e-30)
+                  << cpu::target_name(tg) << " k=" << k << " f16=" << f16 << " off=" << off;
+            }
           }
         }
       }
@@ -105,13 +125,16 @@ TEST_F(FloatEveryTarget, RmsNormSwigluRopeMatchReference) {
     ref::swiglu(x.data(), up.data(), n, want_glu.data());
     for (int t = 0; t < cpu::compiled_target_count(); ++t) {
       cpu::force_target(t);
-      std::vector<float> got(want_norm.size());
-      cpu::rms_norm(x.data(), w.data(), n, 1e-5f, got.data());
-      // The scale differs by the f32 sum of squares' rounding: ~1e-6 relative.
-      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want_norm[i], 2e-6f * std::fabs(want_norm[i]) + 1e-30f);
-      cpu::swiglu(x.data(), up.data(), n, got.data());
-      // Highway's exp is within a few ulp.
-      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want_glu[i], 1e-6f * std::fabs(want_glu[i]) + 1e-7f);
+      for (int off : {0, 1}) {
+        const Shifted<float> xs(x, off), ws(w, off), ups(up, off);
+        Shifted<float> got(want_norm, off);
+        cpu::rms_norm(xs.p, ws.p, n, 1e-5f, got.p);
+        // The scale differs by the f32 sum of squares' rounding: ~1e-6 relative.
+        for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got.p[i], want_norm[i], 2e-6f * std::fabs(want_norm[i]) + 1e-30f);
+        cpu::swiglu(xs.p, ups.p, n, got.p);
+        // Highway's exp is within a few ulp.
+        for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got.p[i], want_glu[i], 1e-6f * std::fabs(want_glu[i]) + 1e-7f);
+      }
     }
   }
   // RoPE from a table equals the reference rope, both layouts, bit for bit.
@@ -145,22 +168,26 @@ TEST_F(FloatEveryTarget, GegluAndSoftmaxMatchReference) {
     ref::softmax(want_soft.data(), n);
     for (int t = 0; t < cpu::compiled_target_count(); ++t) {
       cpu::force_target(t);
-      std::vector<float> got(want.size());
-      cpu::geglu(x.data(), up.data(), n, got.data());
-      // Highway's tanh is within a few ulp of 1, which 1 + tanh keeps as an
-      // absolute error where the gate is very negative.
-      for (int64_t i = 0; i < n; ++i) {
-        ASSERT_NEAR(got[i], want[i], 2e-6f * std::fabs(want[i]) + 2e-7f * (1.0f + std::fabs(x[i])) * std::fabs(up[i]))
-            << cpu::target_name(t) << " n=" << n << " i=" << i << " gate=" << x[i];
+      for (int off : {0, 1}) {
+        const Shifted<float> xs(x, off), ups(up, off);
+        Shifted<float> got(want, off);
+        cpu::geglu(xs.p, ups.p, n, got.p);
+        // Highway's tanh is within a few ulp of 1, which 1 + tanh keeps as an
+        // absolute error where the gate is very negative.
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_NEAR(got.p[i], want[i], 2e-6f * std::fabs(want[i]) + 2e-7f * (1.0f + std::fabs(x[i])) * std::fabs(up[i]))
+              << cpu::target_name(t) << " n=" << n << " i=" << i << " gate=" << x[i] << " off=" << off;
+        }
+        Shifted<float> soft(x, off);
+        cpu::softmax(soft.p, n);
+        float sum = 0.0f;
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_NEAR(soft.p[i], want_soft[i], 2e-6f * want_soft[i] + 1e-12f)
+              << cpu::target_name(t) << " n=" << n << " off=" << off;
+          sum += soft.p[i];
+        }
+        EXPECT_NEAR(sum, 1.0f, 1e-5f);
       }
-      std::vector<float> soft = x;
-      cpu::softmax(soft.data(), n);
-      float sum = 0.0f;
-      for (int64_t i = 0; i < n; ++i) {
-        ASSERT_NEAR(soft[i], want_soft[i], 2e-6f * want_soft[i] + 1e-12f) << cpu::target_name(t) << " n=" << n;
-        sum += soft[i];
-      }
-      EXPECT_NEAR(sum, 1.0f, 1e-5f);
     }
   }
   // GELU's shape: about g for large g, about 0 for very negative g, 0 at 0.
