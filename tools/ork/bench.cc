@@ -202,10 +202,10 @@ int bench(BenchOptions& o) {
 Runner add_bench(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   app.add_option("-m,--model", o->model, "Model (GGUF or orkpack; default: the built-in synthetic one)");
-  app.add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens for the prefill measurement")->capture_default_str();
-  app.add_option("-n,--n-gen", o->n_gen, "Tokens decoded for the decode measurement")->capture_default_str();
-  app.add_option("-r,--reps", o->reps, "Repetitions (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  app.add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens for the prefill measurement")->capture_default_str()->check(token_count());
+  app.add_option("-n,--n-gen", o->n_gen, "Tokens decoded for the decode measurement")->capture_default_str()->check(token_count());
+  app.add_option("-r,--reps", o->reps, "Repetitions (median reported)")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(thread_count());
   o->npu.add_options(app);
   app.add_flag("--json", o->json, "Print one JSON object");
   add_mmap_flag(app, o->mmap);

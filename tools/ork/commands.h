@@ -17,6 +17,11 @@ Runner add_ppl(CLI::App& app);
 Runner add_imatrix(CLI::App& app);
 Runner add_bench(CLI::App& app);
 
+// Checks for integer options whose errors name the range (CLI11's
+// PositiveNumber says "Value 0 not in range 0.000000 to 1.79...e+308").
+inline CLI::Range thread_count() { return CLI::Range(1, 1024); }
+inline CLI::Range token_count() { return CLI::Range(0, 1 << 20); }
+
 // Prints "ork: <message>" to stderr and returns 1.
 int fail(const std::string& message);
 

@@ -130,7 +130,7 @@ Runner add_pack(CLI::App& app) {
   app.add_flag("--no-gptq", c->no_gptq,
                "Round to nearest only (default: error-correcting rounding where the imatrix has input covariances)");
   app.add_option("-t,--threads", c->threads, "Tensors quantized side by side (default: all cores)")
-      ->check(CLI::PositiveNumber);
+      ->check(thread_count());
   return [c] { return pack(*c); };
 }
 

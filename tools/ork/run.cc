@@ -211,9 +211,9 @@ Runner add_run(CLI::App& app) {
   app.add_option("-m,--model", opt->model, "GGUF model file (default: a built-in synthetic model)");
   app.add_option("-p,--prompt", opt->prompt, "Prompt text (default with no model: \"Once upon a time\")");
   app.add_option("-f,--file", opt->prompt_file, "Read the prompt from a file")->check(CLI::ExistingFile);
-  app.add_option("-n,--n-predict", opt->n_predict, "Tokens to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("-n,--n-predict", opt->n_predict, "Tokens to generate")->capture_default_str()->check(token_count());
   app.add_option("-c,--ctx-size", opt->n_ctx, "Context size in tokens (default: the model's, at most 4096)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(token_count());
   app.add_option("--temp", opt->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
   app.add_option("--top-k", opt->sampling.top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str();
   app.add_option("--top-p", opt->sampling.top_p, "Nucleus sampling threshold; 1 = off")->capture_default_str();
@@ -225,7 +225,7 @@ Runner add_run(CLI::App& app) {
       ->capture_default_str();
   app.add_option("-s,--seed", opt->seed, "Random seed (default: random, printed)");
   app.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-text token");
-  app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(CLI::PositiveNumber);
+  app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(thread_count());
   add_mmap_flag(app, opt->mmap);
   opt->npu.add_options(app);
   app.add_flag("--stats", opt->stats, "After the run: weight bytes read per token and per-layer expert usage (MoE)");
