@@ -94,6 +94,24 @@ const float* Context::rotation_signs(int64_t k, uint64_t seed) {
 
 namespace {
 
+// An orkpack tier the integer kernels read (not f32 or f16).
+bool integer_tier(const ref::WeightView& w) { return w.is_tier && w.tier != Tier::kF32 && w.tier != Tier::kF16; }
+
+// acc (E floats) += each of one token's k routed outputs (outputs[j * E],
+// slot j) times its routing weight, in the order of the experts' ids: the
+// order the one-expert-at-a-time loop adds them. `order` is scratch.
+void add_in_expert_order(const int32_t* ids, const float* weights, const float* outputs, int k, int E, float* acc,
+                         std::vector<int>& order) {
+  order.resize(static_cast<size_t>(k));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return ids[a] < ids[b]; });
+  for (int j : order) {
+    const float w = weights[j];
+    const float* out = outputs + static_cast<size_t>(j) * E;
+    for (int i = 0; i < E; ++i) acc[i] += w * out[i];
+  }
+}
+
 // Rows [0, n) of x (`cols` wide) padded with zeros to k into f32, rotated
 // when `signs` is given (block `block`), then quantized per row into q,
 // scales and sums unless q is null: how every quantized matmul's input is
@@ -142,9 +160,9 @@ void Context::prepare_activations(const ref::WeightView& w, const float* x, int 
 
 bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float* y) {
   if (!fast_kernels_) return false;
-  const bool float_tier = w.is_tier && (w.tier == Tier::kF32 || w.tier == Tier::kF16);
+  const bool quantized = integer_tier(w);
+  const bool float_tier = w.is_tier && !quantized;
   const bool float_gguf = !w.is_tier && (w.type == GgmlType::kF32 || w.type == GgmlType::kF16);
-  const bool quantized = w.is_tier && !float_tier;
   if (!quantized && !float_tier && !float_gguf) return false;
   const int64_t k = w.is_tier ? w.k_stored : w.cols;
   // A matmul input is rotated (and quantized) once for every matmul that
@@ -374,9 +392,8 @@ void Context::matmuls_together(std::span<const QuantJob> jobs) {
 // on the fast path they run as one parallel loop, one join instead of one
 // per matrix; otherwise one after another. The same results either way.
 void Context::matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x, int n) {
-  auto quantized = [](const ref::WeightView& w) { return w.is_tier && w.tier != Tier::kF32 && w.tier != Tier::kF16; };
   bool together = n == 1 && fast_kernels_ && !observer_;
-  for (const auto& [w, y] : outs) together = together && quantized(*w);
+  for (const auto& [w, y] : outs) together = together && integer_tier(*w);
   if (!together) {
     for (const auto& [w, y] : outs) matmul(*w, x, n, y);
     return;
@@ -398,10 +415,9 @@ bool Context::moe_decode_fused(int layer) {
   if (!fast_kernels_) return false;
   const LayerWeights& L = model_.layer(layer);
   const int E = c_.n_embd, k = c_.n_expert_used, ff = c_.n_ff_exp;
-  auto quantized = [](const ref::WeightView& w) { return w.is_tier && w.tier != Tier::kF32 && w.tier != Tier::kF16; };
   for (int j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(j)]);
-    if (!quantized(L.gate_exps[e]) || !quantized(L.up_exps[e]) || !quantized(L.down_exps[e])) return false;
+    if (!integer_tier(L.gate_exps[e]) || !integer_tier(L.up_exps[e]) || !integer_tier(L.down_exps[e])) return false;
   }
   moe_gate_.resize(static_cast<size_t>(k) * ff);
   moe_up_.resize(static_cast<size_t>(k) * ff);
@@ -436,16 +452,7 @@ bool Context::moe_decode_fused(int layer) {
   }
   matmuls_together(jobs);
   ++moe_stats_.fused_layers;
-  // Summed in expert order, as the per-expert loop does.
-  std::vector<int>& order = expert_order_;
-  order.resize(static_cast<size_t>(k));
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return route_ids_[static_cast<size_t>(a)] < route_ids_[static_cast<size_t>(b)]; });
-  for (int j : order) {
-    const float w = route_w_[static_cast<size_t>(j)];
-    const float* out = &moe_out_[static_cast<size_t>(j) * E];
-    for (int i = 0; i < E; ++i) moe_acc_[static_cast<size_t>(i)] += w * out[i];
-  }
+  add_in_expert_order(route_ids_.data(), route_w_.data(), moe_out_.data(), k, E, moe_acc_.data(), expert_order_);
   return true;
 }
 
@@ -464,7 +471,6 @@ bool Context::moe_prefill_fused(int layer, int n) {
   if (!fast_kernels_ || observer_ || npu_ != nullptr || n < 2) return false;
   const LayerWeights& L = model_.layer(layer);
   const int E = c_.n_embd, n_exp = c_.n_expert, k = c_.n_expert_used, ff = c_.n_ff_exp;
-  auto quantized = [](const ref::WeightView& w) { return w.is_tier && w.tier != Tier::kF32 && w.tier != Tier::kF16; };
   // Each expert's routes (index t * k + slot), in token order: a counting sort.
   std::vector<int>& begin = moe_begin_;
   begin.assign(static_cast<size_t>(n_exp) + 1, 0);
@@ -480,7 +486,7 @@ bool Context::moe_prefill_fused(int layer, int n) {
     const int m = begin[ue + 1] - begin[ue];
     if (m == 0) continue;
     const ref::WeightView &g = L.gate_exps[ue], &u = L.up_exps[ue], &d = L.down_exps[ue];
-    if (!quantized(g) || !quantized(u) || !quantized(d)) return false;
+    if (!integer_tier(g) || !integer_tier(u) || !integer_tier(d)) return false;
     // Signs looked up here: rotation_signs is not for several threads at once.
     auto signs = [&](const ref::WeightView& w) {
       return w.rotation_block > 0 ? rotation_signs(w.k_stored, w.rotation_seed) : nullptr;
@@ -549,19 +555,11 @@ bool Context::moe_prefill_fused(int layer, int n) {
   pool_->run(
       n,
       [&](int64_t first, int64_t last) {
-        thread_local std::vector<int> slot;
-        slot.resize(static_cast<size_t>(k));
+        thread_local std::vector<int> order;
         for (int64_t t = first; t < last; ++t) {
-          std::iota(slot.begin(), slot.end(), 0);
-          const int32_t* ids = &route_ids_[static_cast<size_t>(t) * k];
-          std::sort(slot.begin(), slot.end(), [&](int a, int b) { return ids[a] < ids[b]; });
-          float* acc = &moe_acc_[static_cast<size_t>(t) * E];
-          for (int j = 0; j < k; ++j) {
-            const size_t route = static_cast<size_t>(t) * k + static_cast<size_t>(slot[static_cast<size_t>(j)]);
-            const float w = route_w_[route];
-            const float* o = &moe_out_[route * E];
-            for (int i = 0; i < E; ++i) acc[i] += w * o[i];
-          }
+          const size_t at = static_cast<size_t>(t) * k;
+          add_in_expert_order(&route_ids_[at], &route_w_[at], &moe_out_[at * E], k, E, &moe_acc_[static_cast<size_t>(t) * E],
+                              order);
         }
       },
       8);
@@ -662,8 +660,7 @@ void Context::moe_ffn(int layer, int n) {
 // its int8 codebook; anything else by the reference dequantizer.
 void Context::embed(int32_t token, float* out) {
   const ref::WeightView& w = model_.token_embd();
-  const bool quantized = w.is_tier && w.tier != Tier::kF32 && w.tier != Tier::kF16;
-  if (!fast_kernels_ || !quantized || w.rotation_block > 0) {
+  if (!fast_kernels_ || !integer_tier(w) || w.rotation_block > 0) {
     ref::dequantize_row(w, token, out);
     return;
   }

@@ -353,6 +353,16 @@ HWY_INLINE int8_t* PanelScratch(std::vector<int8_t>& buf, int64_t bytes) {
   return buf.data() + ((64 - at % 64) % 64);
 }
 
+// A 256-bit step's 64 bytes with its middle two 16-byte quarters swapped:
+// weight order [g: 0..31 | g+1: 0..31] <-> code order [g: 0..15 | g+1:
+// 0..15 | g: 16..31 | g+1: 16..31] (its own inverse).
+HWY_INLINE void SwapMiddleQuarters(const int8_t* from, int8_t* to) {
+  std::memcpy(to, from, 16);
+  std::memcpy(to + 16, from + 32, 16);
+  std::memcpy(to + 32, from + 16, 16);
+  std::memcpy(to + 48, from + 48, 16);
+}
+
 template <bool kNibbleOrder>
 void PanelActs(const int8_t* src, int n, int64_t k, int8_t* dst) {
   const int64_t groups = k / 32, steps = groups / kStepGroups;
@@ -362,10 +372,7 @@ void PanelActs(const int8_t* src, int n, int64_t k, int8_t* dst) {
       int8_t* d = dst + (st * n + t) * kStepBytes;
       const int8_t* from = s + st * kStepBytes;
       if (kL == 32 && kNibbleOrder) {
-        std::memcpy(d, from, 16);
-        std::memcpy(d + 16, from + 32, 16);
-        std::memcpy(d + 32, from + 16, 16);
-        std::memcpy(d + 48, from + 48, 16);
+        SwapMiddleQuarters(from, d);
       } else {
         std::memcpy(d, from, kStepBytes);
       }
@@ -625,10 +632,7 @@ void DequantizeRowKind(const QuantWeights& w, int64_t r, float* out) {
     hn::Store(hn::BitCast(di, c1), di, step + kL);
     const int8_t* codes = step;
     if constexpr (kL == 32 && C::kNibbleOrder) {  // [g lo | g+1 lo], [g hi | g+1 hi]
-      std::memcpy(ordered, step, 16);
-      std::memcpy(ordered + 16, step + 32, 16);
-      std::memcpy(ordered + 32, step + 16, 16);
-      std::memcpy(ordered + 48, step + 48, 16);
+      SwapMiddleQuarters(step, ordered);
       codes = ordered;
     }
     emit(codes, 2 * static_cast<int64_t>(kL), out + st * 2 * static_cast<int64_t>(kL));
