@@ -52,7 +52,8 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST_F(FloatEveryTarget, RotateIsBitExactWithTheReference) {
-  for (auto [k, block] : {std::pair<int64_t, int>{32, 32}, {96, 32}, {2048, 2048}, {4096 * 2, 4096}, {64, 4}, {8, 8}}) {
+  for (auto [k, block] : {std::pair<int64_t, int>{32, 32}, {96, 32}, {2048, 2048}, {4096 * 2, 4096}, {64, 4}, {8, 8},
+                          {16, 16}, {64, 64}, {128, 128}, {512, 512}, {1024, 1024}, {768, 256}}) {
     const auto x = normal_vector(k, 7);
     std::vector<float> want = x;
     rotate(want.data(), k, block, kDefaultRotationSeed);
