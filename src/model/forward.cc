@@ -97,6 +97,11 @@ namespace {
 // An orkpack tier the integer kernels read (not f32 or f16).
 bool integer_tier(const ref::WeightView& w) { return w.is_tier && w.tier != Tier::kF32 && w.tier != Tier::kF16; }
 
+// acc (n floats) += w * out: one routed expert's share of a token's output.
+void add_scaled(float w, const float* out, int n, float* acc) {
+  for (int i = 0; i < n; ++i) acc[i] += w * out[i];
+}
+
 // acc (E floats) += each of one token's k routed outputs (outputs[j * E],
 // slot j) times its routing weight, in the order of the experts' ids: the
 // order the one-expert-at-a-time loop adds them. `order` is scratch.
@@ -105,11 +110,7 @@ void add_in_expert_order(const int32_t* ids, const float* weights, const float* 
   order.resize(static_cast<size_t>(k));
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int a, int b) { return ids[a] < ids[b]; });
-  for (int j : order) {
-    const float w = weights[j];
-    const float* out = outputs + static_cast<size_t>(j) * E;
-    for (int i = 0; i < E; ++i) acc[i] += w * out[i];
-  }
+  for (int j : order) add_scaled(weights[j], outputs + static_cast<size_t>(j) * E, E, acc);
 }
 
 // Rows [0, n) of x (`cols` wide) padded with zeros to k into f32, rotated
@@ -288,27 +289,50 @@ void Context::rope_rows(float* x, int n, int n_heads, const float* norm) {
   }
 }
 
-void Context::store_kv(int layer, int n) {
+// Rows [0, n) of src (k_ or v_) into the layer's part of the k or v cache.
+void Context::store_kv(int layer, int n, bool values) {
   const int kv = c_.kv_dim();
   for (int t = 0; t < n; ++t) {
     const size_t at = (static_cast<size_t>(layer) * n_ctx_ + static_cast<size_t>(n_past_ + t)) * kv;
-    const float* kt = &k_[static_cast<size_t>(t) * kv];
-    const float* vt = &v_[static_cast<size_t>(t) * kv];
+    const float* src = &(values ? v_ : k_)[static_cast<size_t>(t) * kv];
     if (fast_kernels_) {
       // The f16 cache is laid out per KV head ([layer][kv head][position]
       // [head_dim]): attention walks one head's positions as one stream.
       const int hd = c_.head_dim;
+      std::vector<uint16_t>& cache = values ? v_cache16_ : k_cache16_;
       for (int h = 0; h < c_.n_head_kv; ++h) {
         const size_t head_at =
             ((static_cast<size_t>(layer) * c_.n_head_kv + h) * n_ctx_ + static_cast<size_t>(n_past_ + t)) * hd;
-        cpu::to_f16(kt + h * hd, hd, &k_cache16_[head_at]);
-        cpu::to_f16(vt + h * hd, hd, &v_cache16_[head_at]);
+        cpu::to_f16(src + h * hd, hd, &cache[head_at]);
       }
     } else {
-      std::copy_n(kt, kv, &k_cache_[at]);
-      std::copy_n(vt, kv, &v_cache_[at]);
+      std::copy_n(src, kv, &(values ? v_cache_ : k_cache_)[at]);
     }
   }
+}
+
+// What follows each projection of n tokens before attention: its bias,
+// QK-norm and RoPE, and into the cache. One projection at a time (0 = q,
+// 1 = k, 2 = v), each touching only its own buffers, so that decode runs
+// each one as soon as its rows are done.
+void Context::finish_projection(int layer, int n, int which) {
+  const LayerWeights& L = model_.layer(layer);
+  std::vector<float>& y = which == 0 ? q_ : which == 1 ? k_ : v_;
+  add_bias(y, which == 0 ? L.bq : which == 1 ? L.bk : L.bv, n);
+  if (which == 2) {
+    store_kv(layer, n, /*values=*/true);
+    return;
+  }
+  const int heads = which == 0 ? c_.n_head : c_.n_head_kv;
+  const std::vector<float>& norm = which == 0 ? L.q_norm : L.k_norm;
+  if (c_.arch->qk_norm == QkNorm::kWhole) {
+    // olmoe: normalised over the whole projection, then RoPE.
+    rms_norm_rows(y.data(), norm.data(), n, heads * c_.head_dim, y.data());
+    rope_rows(y.data(), n, heads, nullptr);
+  } else {
+    rope_rows(y.data(), n, heads, norm.empty() ? nullptr : norm.data());
+  }
+  if (which == 1) store_kv(layer, n, /*values=*/false);
 }
 
 // Scaled dot-product attention with grouped KV heads, causal over the cache.
@@ -347,33 +371,54 @@ void Context::attention(int layer, int n_tokens) {
       std::max<int64_t>(1, 4096 / std::max(1, (n_past_ + n_tokens) * hd * group)));
 }
 
-// Quantized activations of one input for one stored basis (k, rotation).
-const Context::QuantInput& Context::quantize_input(const ref::WeightView& w, const float* x, QuantInputs& cache) {
+Context::QuantInput& Context::input_slot(const ref::WeightView& w, QuantInputs& cache, bool* fresh) {
   for (size_t i = 0; i < cache.used; ++i) {
-    const QuantInput& q = cache.slots[i];
-    if (q.k == w.k_stored && q.block == w.rotation_block && q.seed == w.rotation_seed) return q;
+    QuantInput& q = cache.slots[i];
+    if (q.k == w.k_stored && q.block == w.rotation_block && q.seed == w.rotation_seed) {
+      *fresh = false;
+      return q;
+    }
   }
   if (cache.used == cache.slots.size()) cache.slots.emplace_back();
   QuantInput& q = cache.slots[cache.used++];
   q.k = w.k_stored;
   q.block = w.rotation_block;
   q.seed = w.rotation_seed;
-  // The padded, rotated row in a reused buffer: decode calls this a few
-  // times per layer.
-  quant_row_.resize(static_cast<size_t>(q.k));
+  q.signs = q.block > 0 ? rotation_signs(q.k, q.seed) : nullptr;
+  q.row.resize(static_cast<size_t>(q.k));
   q.codes.resize(static_cast<size_t>(q.k));
-  pad_rotate_quantize(x, 1, w.cols, q.k, q.block, q.block > 0 ? rotation_signs(q.k, q.seed) : nullptr,
-                      quant_row_.data(), q.codes.data(), &q.scale, &q.sum);
+  *fresh = true;
+  return q;
+}
+
+void Context::fill_input(const float* x, int64_t cols, QuantInput& q) {
+  pad_rotate_quantize(x, 1, cols, q.k, q.block, q.signs, q.row.data(), q.codes.data(), &q.scale, &q.sum);
+}
+
+// Quantized activations of one input for one stored basis (k, rotation).
+const Context::QuantInput& Context::quantize_input(const ref::WeightView& w, const float* x, QuantInputs& cache) {
+  bool fresh = false;
+  QuantInput& q = input_slot(w, cache, &fresh);
+  if (fresh) fill_input(x, w.cols, q);
   return q;
 }
 
 // Runs matmuls of one token as one parallel loop: the rows of all of them,
 // in blocks of 4, split over the pool in one go, so the
 // threads stream one weight after another without a join per matrix.
-void Context::matmuls_together(std::span<const QuantJob> jobs) {
+void Context::matmuls_together(std::span<const QuantJob> jobs, int group_size,
+                               const std::function<void(int group)>& group_done) {
   std::vector<int64_t>& first_block = first_block_;
   first_block.assign(jobs.size() + 1, 0);
   for (size_t i = 0; i < jobs.size(); ++i) first_block[i + 1] = first_block[i] + (jobs[i].w.rows + 3) / 4;
+  const bool grouped = group_size > 0 && group_done;
+  const auto per_group = static_cast<size_t>(std::max(1, group_size));
+  if (grouped) {
+    const size_t groups = (jobs.size() + per_group - 1) / per_group;
+    if (group_rows_left_.size() < groups) group_rows_left_ = std::vector<std::atomic<int64_t>>(groups);
+    for (size_t g = 0; g < groups; ++g) group_rows_left_[g].store(0, std::memory_order_relaxed);
+    for (size_t i = 0; i < jobs.size(); ++i) group_rows_left_[i / per_group].fetch_add(jobs[i].w.rows, std::memory_order_relaxed);
+  }
   auto run_blocks = [&](int64_t b, int64_t e) {
     size_t i = static_cast<size_t>(std::upper_bound(first_block.begin(), first_block.end(), b) - first_block.begin()) - 1;
     for (; b < e; ++i) {
@@ -381,6 +426,11 @@ void Context::matmuls_together(std::span<const QuantJob> jobs) {
       const int64_t end = std::min(e, first_block[i + 1]);
       const int64_t r0 = 4 * (b - first_block[i]), r1 = std::min(j.w.rows, 4 * (end - first_block[i]));
       cpu::quant_matmul(j.w, {j.in->codes.data(), &j.in->scale, &j.in->sum, j.in->k, 1}, j.y, j.w.rows, r0, r1);
+      // acq_rel: the thread that counts a group down to zero sees the rows
+      // every other thread wrote for it.
+      if (grouped && group_rows_left_[i / per_group].fetch_sub(r1 - r0, std::memory_order_acq_rel) == r1 - r0) {
+        group_done(static_cast<int>(i / per_group));
+      }
       b = end;
     }
   };
@@ -391,11 +441,20 @@ void Context::matmuls_together(std::span<const QuantJob> jobs) {
 // Matmuls reading one input (q, k and v; gate and up). Decoding one token
 // on the fast path they run as one parallel loop, one join instead of one
 // per matrix; otherwise one after another. The same results either way.
-void Context::matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x, int n) {
+// done(i), if given, is called once output i is complete - in the loop, by
+// the thread that finished it, so that its follow-up work runs while the
+// other thread goes on with the rest (each call must touch only its output).
+void Context::matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x,
+                                  int n, const std::function<void(int)>& done) {
   bool together = n == 1 && fast_kernels_ && !observer_;
   for (const auto& [w, y] : outs) together = together && integer_tier(*w);
   if (!together) {
-    for (const auto& [w, y] : outs) matmul(*w, x, n, y);
+    int i = 0;
+    for (const auto& [w, y] : outs) {
+      matmul(*w, x, n, y);
+      if (done) done(i);
+      ++i;
+    }
     return;
   }
   shared_in_.reset();
@@ -403,7 +462,7 @@ void Context::matmul_shared_input(std::initializer_list<std::pair<const ref::Wei
   for (const auto& [w, y] : outs) {
     jobs_.push_back({quant_weights(w->tier_tensor(), i8s_high_only_), &quantize_input(*w, x, shared_in_), y});
   }
-  matmuls_together(jobs_);
+  matmuls_together(jobs_, done ? 1 : 0, done);
 }
 
 // Decode (one token) through the routed experts on the fast path: gate and
@@ -415,10 +474,26 @@ bool Context::moe_decode_fused(int layer) {
   if (!fast_kernels_) return false;
   const LayerWeights& L = model_.layer(layer);
   const int E = c_.n_embd, k = c_.n_expert_used, ff = c_.n_ff_exp;
+  // The routed experts' views are scattered over a layer's table and long
+  // out of cache (a token reads hundreds of MB between two visits): ask for
+  // all of them at once rather than miss on each in turn.
+  for (int j = 0; j < k; ++j) {
+    const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(j)]);
+    for (const ref::WeightView* w : {&L.gate_exps[e], &L.up_exps[e], &L.down_exps[e]}) {
+      __builtin_prefetch(w);
+      __builtin_prefetch(reinterpret_cast<const char*>(w) + sizeof(ref::WeightView) - 1);
+    }
+  }
   for (int j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(j)]);
     if (!integer_tier(L.gate_exps[e]) || !integer_tier(L.up_exps[e]) || !integer_tier(L.down_exps[e])) return false;
   }
+  // The routed slots in the order of their experts' ids: position p holds
+  // slot order[p], in the buffers and in both loops' jobs.
+  std::vector<int>& order = expert_order_;
+  order.resize(static_cast<size_t>(k));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return route_ids_[static_cast<size_t>(a)] < route_ids_[static_cast<size_t>(b)]; });
   moe_gate_.resize(static_cast<size_t>(k) * ff);
   moe_up_.resize(static_cast<size_t>(k) * ff);
   moe_out_.resize(static_cast<size_t>(k) * E);
@@ -426,33 +501,58 @@ bool Context::moe_decode_fused(int layer) {
   in_cache.reset();
   std::vector<QuantJob>& jobs = jobs_;
   jobs.clear();
-  for (int j = 0; j < k; ++j) {
-    const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(j)]);
-    moe_stats_.hits[static_cast<size_t>(layer) * c_.n_expert + e] += 1;
-    moe_stats_.expert_bytes += matrix_bytes(L.gate_exps[e]) + matrix_bytes(L.up_exps[e]) + matrix_bytes(L.down_exps[e]);
-    jobs.push_back({quant_weights(L.gate_exps[e].tier_tensor(), i8s_high_only_), &quantize_input(L.gate_exps[e], xn_.data(), in_cache),
-                    &moe_gate_[static_cast<size_t>(j) * ff]});
-    jobs.push_back({quant_weights(L.up_exps[e].tier_tensor(), i8s_high_only_), &quantize_input(L.up_exps[e], xn_.data(), in_cache),
-                    &moe_up_[static_cast<size_t>(j) * ff]});
-  }
-  matmuls_together(jobs);
-  jobs.clear();
-  for (int j = 0; j < k; ++j) {
-    float* g = &moe_gate_[static_cast<size_t>(j) * ff];
-    cpu::swiglu(g, &moe_up_[static_cast<size_t>(j) * ff], ff, g);
-  }
   std::vector<QuantInputs>& per_expert = down_in_;
   if (per_expert.size() < static_cast<size_t>(k)) per_expert.resize(static_cast<size_t>(k));
-  for (QuantInputs& in : per_expert) in.reset();
-  for (int j = 0; j < k; ++j) {
-    const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(j)]);
-    jobs.push_back({quant_weights(L.down_exps[e].tier_tensor(), i8s_high_only_),
-                    &quantize_input(L.down_exps[e], &moe_gate_[static_cast<size_t>(j) * ff], per_expert[static_cast<size_t>(j)]),
-                    &moe_out_[static_cast<size_t>(j) * E]});
+  std::vector<QuantJob>& downs = down_jobs_;
+  downs.clear();
+  std::vector<QuantInput*>& down_inputs = down_inputs_;
+  down_inputs.clear();
+  for (int p = 0; p < k; ++p) {
+    const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(order[static_cast<size_t>(p)])]);
+    const auto at = static_cast<size_t>(p);
+    moe_stats_.hits[static_cast<size_t>(layer) * c_.n_expert + e] += 1;
+    moe_stats_.expert_bytes += matrix_bytes(L.gate_exps[e]) + matrix_bytes(L.up_exps[e]) + matrix_bytes(L.down_exps[e]);
+    jobs.push_back({quant_weights(L.gate_exps[e].tier_tensor(), i8s_high_only_),
+                    &quantize_input(L.gate_exps[e], xn_.data(), in_cache), &moe_gate_[at * ff]});
+    jobs.push_back({quant_weights(L.up_exps[e].tier_tensor(), i8s_high_only_),
+                    &quantize_input(L.up_exps[e], xn_.data(), in_cache), &moe_up_[at * ff]});
+    QuantInputs& in = per_expert[at];
+    in.reset();
+    bool fresh = false;
+    down_inputs.push_back(&input_slot(L.down_exps[e], in, &fresh));
+    downs.push_back({quant_weights(L.down_exps[e].tier_tensor(), i8s_high_only_), down_inputs.back(), &moe_out_[at * E]});
   }
-  matmuls_together(jobs);
+  // Each expert's down input (SwiGLU, rotation, quantization) is made by
+  // the thread that finishes the expert's gate and up rows, while the other
+  // goes on reading weights, instead of all of them between the two loops.
+  matmuls_together(jobs, 2, [&](int p) {
+    float* g = &moe_gate_[static_cast<size_t>(p) * ff];
+    cpu::swiglu(g, &moe_up_[static_cast<size_t>(p) * ff], ff, g);
+    fill_input(g, ff, *down_inputs[static_cast<size_t>(p)]);
+  });
+  // Likewise each expert's output is added to the token's sum as soon as
+  // it and every expert before it in id order are done: the same sum, in
+  // the same order, as add_in_expert_order after the loop.
+  if (sum_ready_.size() < static_cast<size_t>(k)) sum_ready_ = std::vector<std::atomic<bool>>(static_cast<size_t>(k));
+  for (int p = 0; p < k; ++p) sum_ready_[static_cast<size_t>(p)].store(false, std::memory_order_relaxed);
+  sum_next_.store(0, std::memory_order_relaxed);
+  matmuls_together(downs, 1, [&](int p) {
+    sum_ready_[static_cast<size_t>(p)].store(true);
+    // One thread adds at a time. One that finds another adding leaves its
+    // slot to it; the adder looks again after stepping down, so a slot
+    // marked meanwhile is not missed (all seq_cst).
+    while (!summing_.exchange(true)) {
+      int next = sum_next_.load();
+      for (; next < k && sum_ready_[static_cast<size_t>(next)].load(); ++next) {
+        const auto slot = static_cast<size_t>(order[static_cast<size_t>(next)]);
+        add_scaled(route_w_[slot], &moe_out_[static_cast<size_t>(next) * E], E, moe_acc_.data());
+      }
+      sum_next_.store(next);
+      summing_.store(false);
+      if (next == k || !sum_ready_[static_cast<size_t>(next)].load()) break;
+    }
+  });
   ++moe_stats_.fused_layers;
-  add_in_expert_order(route_ids_.data(), route_w_.data(), moe_out_.data(), k, E, moe_acc_.data(), expert_order_);
   return true;
 }
 
@@ -702,21 +802,8 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
 
     // Attention block: x += Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x))
     rms_norm_rows(x_.data(), L.attn_norm.data(), n, E, xn_.data());
-    matmul_shared_input({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
-    add_bias(q_, L.bq, n);
-    add_bias(k_, L.bk, n);
-    add_bias(v_, L.bv, n);
-    if (c_.arch->qk_norm == QkNorm::kWhole) {
-      // olmoe: q and k normalised over the whole projection, then RoPE.
-      rms_norm_rows(q_.data(), L.q_norm.data(), n, c_.q_dim(), q_.data());
-      rms_norm_rows(k_.data(), L.k_norm.data(), n, c_.kv_dim(), k_.data());
-      rope_rows(q_.data(), n, c_.n_head, nullptr);
-      rope_rows(k_.data(), n, c_.n_head_kv, nullptr);
-    } else {
-      rope_rows(q_.data(), n, c_.n_head, L.q_norm.empty() ? nullptr : L.q_norm.data());
-      rope_rows(k_.data(), n, c_.n_head_kv, L.k_norm.empty() ? nullptr : L.k_norm.data());
-    }
-    store_kv(il, n);
+    matmul_shared_input({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n,
+                        [&](int which) { finish_projection(il, n, which); });
     attention(il, n);
     matmul(L.wo, attn_.data(), n, xn_.data());
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];

@@ -9,6 +9,7 @@
 // outlive its Contexts.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -99,6 +100,8 @@ class Context {
     int64_t k = 0;
     int block = 0;
     uint64_t seed = 0;
+    const float* signs = nullptr;  // the rotation's (null: not rotated)
+    std::vector<float> row;        // the padded, rotated input
     std::vector<int8_t> codes;
     float scale = 0;
     int32_t sum = 0;
@@ -111,15 +114,27 @@ class Context {
     size_t used = 0;
     void reset() { used = 0; }
   };
+  // The slot of `cache` for w's stored basis, its buffers sized; `fresh`
+  // when it was not there yet (its codes are then to be filled).
+  QuantInput& input_slot(const ref::WeightView& w, QuantInputs& cache, bool* fresh);
+  // Pads, rotates and quantizes one input of `cols` values into q's basis.
+  // Touches only q, so threads may fill different slots at once.
+  static void fill_input(const float* x, int64_t cols, QuantInput& q);
   const QuantInput& quantize_input(const ref::WeightView& w, const float* x, QuantInputs& cache);
   struct QuantJob {
     QuantWeights w;
     const QuantInput* in;
     float* y;
   };
-  void matmuls_together(std::span<const QuantJob> jobs);
-  void matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x, int n);
-  void store_kv(int layer, int n_tokens);
+  // Jobs in groups of `group_size` consecutive ones (0: no groups): the
+  // thread that finishes a group's last rows calls group_done(group), with
+  // every row of the group visible to it.
+  void matmuls_together(std::span<const QuantJob> jobs, int group_size = 0,
+                        const std::function<void(int group)>& group_done = nullptr);
+  void matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x, int n,
+                           const std::function<void(int)>& done = nullptr);
+  void store_kv(int layer, int n_tokens, bool values);
+  void finish_projection(int layer, int n_tokens, int which);
   void rms_norm_rows(const float* x, const float* weight, int n, int width, float* out);
   void rope_rows(float* x, int n, int n_heads, const float* norm);
   ref::RopeParams rope_params() const;
@@ -168,14 +183,21 @@ class Context {
   std::vector<const void*> npu_pinned_;
   std::vector<float> router_logits_, route_w_, moe_in_, moe_gate_, moe_up_, moe_out_, moe_acc_;
   std::vector<int32_t> route_ids_, moe_tokens_;
-  std::vector<float> quant_row_;  // quantize_input's and embed's scratch
+  std::vector<float> quant_row_;  // embed's scratch
   // Decode's fused loops, kept so that a token does not allocate: the
   // shared input and each routed expert's down input, the jobs, the loop's
   // block offsets, the experts' summation order.
   QuantInputs shared_in_;
   std::vector<QuantInputs> down_in_;
-  std::vector<QuantJob> jobs_;
+  std::vector<QuantJob> jobs_, down_jobs_;
+  std::vector<QuantInput*> down_inputs_;
   std::vector<int64_t> first_block_;
+  std::vector<std::atomic<int64_t>> group_rows_left_;
+  // Decode's running sum of the routed experts' outputs: which positions
+  // (in id order) are done, the next to add, and whether a thread is adding.
+  std::vector<std::atomic<bool>> sum_ready_;
+  std::atomic<int> sum_next_{0};
+  std::atomic<bool> summing_{false};
   std::vector<int> expert_order_;
   std::vector<float> moe_weights_;
   // Batched experts: each expert's first entry in moe_tokens_ (by expert).
