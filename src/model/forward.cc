@@ -770,6 +770,12 @@ void Context::embed(int32_t token, float* out) {
 }
 
 Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool all_logits) {
+  std::vector<float> logits;
+  ORK_RETURN_IF_ERROR(eval(tokens, logits, all_logits));
+  return logits;
+}
+
+Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
   const int n = static_cast<int>(tokens.size());
   if (n == 0) return error(StatusCode::kInvalidArgument, "eval: no tokens");
   if (n_past_ + n > n_ctx_) {
@@ -829,13 +835,13 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
 
   const int first = all_logits ? 0 : n - 1;
   const int n_out = n - first;
-  std::vector<float> normed(static_cast<size_t>(n_out) * E);
-  rms_norm_rows(&x_[static_cast<size_t>(first) * E], model_.output_norm().data(), n_out, E, normed.data());
-  std::vector<float> logits(static_cast<size_t>(n_out) * c_.n_vocab);
-  matmul(model_.output(), normed.data(), n_out, logits.data());
+  // xn_ is free by now: the normed rows go there.
+  rms_norm_rows(&x_[static_cast<size_t>(first) * E], model_.output_norm().data(), n_out, E, xn_.data());
+  logits.resize(static_cast<size_t>(n_out) * c_.n_vocab);
+  matmul(model_.output(), xn_.data(), n_out, logits.data());
   n_past_ += n;
   moe_stats_.tokens += static_cast<uint64_t>(n);
-  return logits;
+  return Status::ok();
 }
 
 }  // namespace ork

@@ -41,6 +41,11 @@ class Context {
   // appends them to the cache. Returns the logits of the last token (n_vocab
   // floats), or of every token when `all_logits` is set (n x n_vocab).
   Result<std::vector<float>> eval(std::span<const int32_t> tokens, bool all_logits = false);
+  // The same into `logits`, resized to fit: a decode loop that passes one
+  // vector every time reuses its storage (a fresh 128 KB vector per token
+  // cost about 50 us in page faults here, as malloc hands freed memory
+  // back to the system and takes it again).
+  Status eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits = false);
 
   // On (default): the SIMD kernels. Quantized orkpack tiers run integer
   // matmuls on int8 activations (rotated, then quantized per token); f16/f32

@@ -157,6 +157,27 @@ TEST(Context, DecodeOnTiersEqualsTheBatchExactly) {
   }
 }
 
+// eval into a caller's vector: the same logits as the returning eval, in
+// storage that stays put from token to token, and the same errors.
+TEST(Context, EvalIntoAVectorReusesItsStorage) {
+  ORK_REQUIRE_TESTDATA("models/stories260K-f32.gguf");
+  auto model = Model::load(testing::testdata("models/stories260K-f32.gguf"));
+  ASSERT_TRUE(model.is_ok());
+  const std::vector<int32_t> ids = {1, 403, 407, 261};
+  Context fresh(**model, 8), reused(**model, 8);
+  std::vector<float> logits;
+  ASSERT_TRUE(reused.eval(std::span<const int32_t>(ids.data(), 2), logits).is_ok());
+  EXPECT_EQ(logits, *fresh.eval(std::span<const int32_t>(ids.data(), 2)));
+  const float* storage = logits.data();
+  for (size_t t = 2; t < ids.size(); ++t) {
+    ASSERT_TRUE(reused.eval(std::span<const int32_t>(&ids[t], 1), logits).is_ok());
+    EXPECT_EQ(logits, *fresh.eval(std::span<const int32_t>(&ids[t], 1))) << "token " << t;
+    EXPECT_EQ(logits.data(), storage) << "token " << t;
+  }
+  const int32_t bad = 9999;
+  EXPECT_EQ(reused.eval(std::span<const int32_t>(&bad, 1), logits).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(Context, RejectsOutOfRangeTokensAndOverflow) {
   ORK_REQUIRE_TESTDATA("models/stories260K-f32.gguf");
   auto model = Model::load(testing::testdata("models/stories260K-f32.gguf"));

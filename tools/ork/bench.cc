@@ -130,18 +130,17 @@ int bench(BenchOptions& o) {
     ctx.set_npu(npu_cli.engine());
     std::vector<int32_t> prompt(static_cast<size_t>(n_prompt_used));
     for (auto& t : prompt) t = tok(rng);
+    std::vector<float> logits;
     if (!prompt.empty()) {
       const double t0 = now_s();
-      auto l = ctx.eval(prompt);
-      if (!l.is_ok()) return fail(l.status().to_string());
+      if (Status st = ctx.eval(prompt, logits); !st.is_ok()) return fail(st.to_string());
       pp.push_back(static_cast<double>(prompt.size()) / (now_s() - t0));
     }
     const uint64_t expert_bytes0 = ctx.moe_stats().expert_bytes;
     const double t1 = now_s();
     for (int i = 0; i < o.n_gen; ++i) {
       const int32_t t = tok(rng);
-      auto l = ctx.eval(std::span<const int32_t>(&t, 1));
-      if (!l.is_ok()) return fail(l.status().to_string());
+      if (Status st = ctx.eval(std::span<const int32_t>(&t, 1), logits); !st.is_ok()) return fail(st.to_string());
     }
     tg.push_back(o.n_gen / (now_s() - t1));
     placed.matmuls += ctx.npu_stats().matmuls;

@@ -129,8 +129,8 @@ int run(RunOptions& opt) {
   out.write(prompt);
 
   const auto t_prompt = std::chrono::steady_clock::now();
-  auto logits = ctx.eval(prompt_ids);
-  if (!logits.is_ok()) return fail(logits.status().to_string());
+  std::vector<float> logits;
+  if (Status st = ctx.eval(prompt_ids, logits); !st.is_ok()) return fail(st.to_string());
   const double prompt_s = seconds_since(t_prompt);
 
   const Context::MoeStats prompt_stats = ctx.moe_stats();
@@ -138,7 +138,7 @@ int run(RunOptions& opt) {
   int generated = 0;
   const char* stop = "reached -n";
   while (generated < opt.n_predict) {
-    const int32_t id = sampler.sample(*logits);
+    const int32_t id = sampler.sample(logits);
     ++generated;
     if (!opt.ignore_eos && tok.is_end_of_generation(id)) {
       stop = "end of text";
@@ -150,8 +150,7 @@ int run(RunOptions& opt) {
       break;
     }
     if (generated == opt.n_predict) break;
-    logits = ctx.eval(std::span<const int32_t>(&id, 1));
-    if (!logits.is_ok()) return fail(logits.status().to_string());
+    if (Status st = ctx.eval(std::span<const int32_t>(&id, 1), logits); !st.is_ok()) return fail(st.to_string());
   }
   out.finish();
   const double gen_s = seconds_since(t_gen);
