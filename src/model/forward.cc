@@ -381,14 +381,21 @@ Context::QuantInput& Context::input_slot(const ref::WeightView& w, QuantInputs& 
   }
   if (cache.used == cache.slots.size()) cache.slots.emplace_back();
   QuantInput& q = cache.slots[cache.used++];
+  set_basis(w, q);
+  *fresh = true;
+  return q;
+}
+
+// A slot keeps its basis from call to call, so the rotation's signs are
+// looked up only when the basis changes.
+void Context::set_basis(const ref::WeightView& w, QuantInput& q) {
+  if (q.k == w.k_stored && q.block == w.rotation_block && q.seed == w.rotation_seed && !q.codes.empty()) return;
   q.k = w.k_stored;
   q.block = w.rotation_block;
   q.seed = w.rotation_seed;
   q.signs = q.block > 0 ? rotation_signs(q.k, q.seed) : nullptr;
   q.row.resize(static_cast<size_t>(q.k));
   q.codes.resize(static_cast<size_t>(q.k));
-  *fresh = true;
-  return q;
 }
 
 void Context::fill_input(const float* x, int64_t cols, QuantInput& q) {
@@ -483,6 +490,7 @@ bool Context::moe_decode_fused(int layer) {
       __builtin_prefetch(w);
       __builtin_prefetch(reinterpret_cast<const char*>(w) + sizeof(ref::WeightView) - 1);
     }
+    __builtin_prefetch(&moe_stats_.hits[static_cast<size_t>(layer) * c_.n_expert + e], 1);
   }
   for (int j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(j)]);
@@ -501,12 +509,9 @@ bool Context::moe_decode_fused(int layer) {
   in_cache.reset();
   std::vector<QuantJob>& jobs = jobs_;
   jobs.clear();
-  std::vector<QuantInputs>& per_expert = down_in_;
-  if (per_expert.size() < static_cast<size_t>(k)) per_expert.resize(static_cast<size_t>(k));
+  if (down_in_.size() < static_cast<size_t>(k)) down_in_.resize(static_cast<size_t>(k));
   std::vector<QuantJob>& downs = down_jobs_;
   downs.clear();
-  std::vector<QuantInput*>& down_inputs = down_inputs_;
-  down_inputs.clear();
   for (int p = 0; p < k; ++p) {
     const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(order[static_cast<size_t>(p)])]);
     const auto at = static_cast<size_t>(p);
@@ -516,11 +521,8 @@ bool Context::moe_decode_fused(int layer) {
                     &quantize_input(L.gate_exps[e], xn_.data(), in_cache), &moe_gate_[at * ff]});
     jobs.push_back({quant_weights(L.up_exps[e].tier_tensor(), i8s_high_only_),
                     &quantize_input(L.up_exps[e], xn_.data(), in_cache), &moe_up_[at * ff]});
-    QuantInputs& in = per_expert[at];
-    in.reset();
-    bool fresh = false;
-    down_inputs.push_back(&input_slot(L.down_exps[e], in, &fresh));
-    downs.push_back({quant_weights(L.down_exps[e].tier_tensor(), i8s_high_only_), down_inputs.back(), &moe_out_[at * E]});
+    set_basis(L.down_exps[e], down_in_[at]);
+    downs.push_back({quant_weights(L.down_exps[e].tier_tensor(), i8s_high_only_), &down_in_[at], &moe_out_[at * E]});
   }
   // Each expert's down input (SwiGLU, rotation, quantization) is made by
   // the thread that finishes the expert's gate and up rows, while the other
@@ -528,7 +530,7 @@ bool Context::moe_decode_fused(int layer) {
   matmuls_together(jobs, 2, [&](int p) {
     float* g = &moe_gate_[static_cast<size_t>(p) * ff];
     cpu::swiglu(g, &moe_up_[static_cast<size_t>(p) * ff], ff, g);
-    fill_input(g, ff, *down_inputs[static_cast<size_t>(p)]);
+    fill_input(g, ff, down_in_[static_cast<size_t>(p)]);
   });
   // Likewise each expert's output is added to the token's sum as soon as
   // it and every expert before it in id order are done: the same sum, in

@@ -122,6 +122,8 @@ class Context {
   // The slot of `cache` for w's stored basis, its buffers sized; `fresh`
   // when it was not there yet (its codes are then to be filled).
   QuantInput& input_slot(const ref::WeightView& w, QuantInputs& cache, bool* fresh);
+  // Makes q's basis w's and sizes its buffers (its codes are then stale).
+  void set_basis(const ref::WeightView& w, QuantInput& q);
   // Pads, rotates and quantizes one input of `cols` values into q's basis.
   // Touches only q, so threads may fill different slots at once.
   static void fill_input(const float* x, int64_t cols, QuantInput& q);
@@ -193,9 +195,8 @@ class Context {
   // shared input and each routed expert's down input, the jobs, the loop's
   // block offsets, the experts' summation order.
   QuantInputs shared_in_;
-  std::vector<QuantInputs> down_in_;
+  std::vector<QuantInput> down_in_;  // by position in id order
   std::vector<QuantJob> jobs_, down_jobs_;
-  std::vector<QuantInput*> down_inputs_;
   std::vector<int64_t> first_block_;
   std::vector<std::atomic<int64_t>> group_rows_left_;
   // Decode's running sum of the routed experts' outputs: which positions
