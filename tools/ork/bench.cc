@@ -9,6 +9,9 @@
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "commands.h"
 #include "load_model.h"
@@ -92,6 +95,7 @@ std::string cpu_name() {
 }
 
 int bench(BenchOptions& o) {
+  if (o.n_prompt == 0 && o.n_gen == 0) return fail("bench: -p and -n are both 0, so there is nothing to measure");
   if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
   ThreadPool& pool = ThreadPool::global();
   std::unique_ptr<Model> model;
@@ -154,8 +158,12 @@ int bench(BenchOptions& o) {
     bws.push_back(probe.measure(2));
     const double rep_bytes = static_cast<double>(model->dense_bytes_per_token()) + rep_experts + kv_bytes;
     fractions.push_back(tg.back() * rep_bytes / 1e9 / bws.back());
-    std::fprintf(stderr, "  rep %d/%d: pp %.1f tok/s, tg %.1f tok/s, read bandwidth %.2f GB/s, decode at %.1f %% of it\n",
-                 r + 1, o.reps, pp.empty() ? 0.0 : pp.back(), tg.back(), bws.back(), 100.0 * fractions.back());
+    std::string line = fmt::format("  rep {}/{}:", r + 1, o.reps);
+    if (!pp.empty()) line += fmt::format(" pp {:.1f} tok/s,", pp.back());
+    if (o.n_gen > 0) line += fmt::format(" tg {:.1f} tok/s,", tg.back());
+    line += fmt::format(" read bandwidth {:.2f} GB/s", bws.back());
+    if (o.n_gen > 0) line += fmt::format(", decode at {:.1f} % of it", 100.0 * fractions.back());
+    std::fprintf(stderr, "%s\n", line.c_str());
   }
   const Summary p = pp.empty() ? Summary{} : summarize(pp), g = summarize(tg);
   // Dense weights plus the routed experts' bytes actually read per decoded token.
@@ -185,12 +193,20 @@ int bench(BenchOptions& o) {
               model->resident() ? "read into memory, huge pages" : "mapped");
   std::printf("machine          %s, %d threads, %s; read bandwidth %.2f GB/s (median of %zu probes, %.2f-%.2f)\n",
               cpu_name().c_str(), pool.size(), target, bw, bws.size(), b.min, b.max);
-  std::printf("prefill pp%-5d  %8.2f tok/s (min %.2f, max %.2f over %d reps)\n", o.n_prompt, p.median, p.min, p.max, o.reps);
-  std::printf("decode  tg%-5d  %8.2f tok/s (min %.2f, max %.2f)\n", o.n_gen, g.median, g.min, g.max);
-  std::printf("decode reads     %.2f MB/token (weights %.2f, KV cache %.2f) = %.2f GB/s; %.1f %% of the read bandwidth "
-              "probed beside each repetition (median; %.1f-%.1f %%)\n",
-              static_cast<double>(bpt) / 1e6, static_cast<double>(weight_bpt) / 1e6, kv_bytes / 1e6, used,
-              100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
+  if (o.n_prompt > 0) {
+    std::printf("prefill pp%-5d  %8.2f tok/s (min %.2f, max %.2f over %d reps)\n", o.n_prompt, p.median, p.min, p.max, o.reps);
+  } else {
+    std::printf("prefill          not measured (-p 0)\n");
+  }
+  if (o.n_gen > 0) {
+    std::printf("decode  tg%-5d  %8.2f tok/s (min %.2f, max %.2f)\n", o.n_gen, g.median, g.min, g.max);
+    std::printf("decode reads     %.2f MB/token (weights %.2f, KV cache %.2f) = %.2f GB/s; %.1f %% of the read bandwidth "
+                "probed beside each repetition (median; %.1f-%.1f %%)\n",
+                static_cast<double>(bpt) / 1e6, static_cast<double>(weight_bpt) / 1e6, kv_bytes / 1e6, used,
+                100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
+  } else {
+    std::printf("decode           not measured (-n 0)\n");
+  }
   npu_cli.report(stdout, placed);
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;
@@ -201,8 +217,8 @@ int bench(BenchOptions& o) {
 Runner add_bench(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   app.add_option("-m,--model", o->model, "Model (GGUF or orkpack; default: the built-in synthetic one)");
-  app.add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens for the prefill measurement")->capture_default_str()->check(token_count());
-  app.add_option("-n,--n-gen", o->n_gen, "Tokens decoded for the decode measurement")->capture_default_str()->check(token_count());
+  app.add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens for the prefill measurement (0: decode from an empty cache)")->capture_default_str()->check(token_count());
+  app.add_option("-n,--n-gen", o->n_gen, "Tokens decoded for the decode measurement (0: prefill only)")->capture_default_str()->check(token_count());
   app.add_option("-r,--reps", o->reps, "Repetitions (median reported)")->capture_default_str()->check(CLI::Range(1, 1000));
   app.add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(thread_count());
   o->npu.add_options(app);
