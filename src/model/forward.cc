@@ -348,7 +348,7 @@ void Context::attention(int layer, int n_tokens) {
 Context::QuantInput& Context::input_slot(const ref::WeightView& w, QuantInputs& cache, bool* fresh) {
   for (size_t i = 0; i < cache.used; ++i) {
     QuantInput& q = cache.slots[i];
-    if (q.k == w.k_stored && q.block == w.rotation_block && q.seed == w.rotation_seed) {
+    if (q.in_basis_of(w)) {
       *fresh = false;
       return q;
     }
@@ -363,7 +363,7 @@ Context::QuantInput& Context::input_slot(const ref::WeightView& w, QuantInputs& 
 // A slot keeps its basis from call to call, so the rotation's signs are
 // looked up only when the basis changes.
 void Context::set_basis(const ref::WeightView& w, QuantInput& q) {
-  if (q.k == w.k_stored && q.block == w.rotation_block && q.seed == w.rotation_seed && !q.codes.empty()) return;
+  if (q.in_basis_of(w) && !q.codes.empty()) return;
   q.k = w.k_stored;
   q.block = w.rotation_block;
   q.seed = w.rotation_seed;

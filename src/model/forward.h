@@ -110,6 +110,10 @@ class Context {
     std::vector<int8_t> codes;
     float scale = 0;
     int32_t sum = 0;
+    // Whether this is the basis w is stored in (k, rotation).
+    bool in_basis_of(const ref::WeightView& w) const {
+      return k == w.k_stored && block == w.rotation_block && seed == w.rotation_seed;
+    }
   };
   // Quantized inputs of one source vector, one per stored basis. Slots are
   // reused from call to call (reset() forgets them, keeping their buffers)

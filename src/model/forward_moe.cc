@@ -22,14 +22,19 @@ void add_scaled(float w, const float* out, int n, float* acc) {
   for (int i = 0; i < n; ++i) acc[i] += w * out[i];
 }
 
-// acc (E floats) += each of one token's k routed outputs (outputs[j * E],
-// slot j) times its routing weight, in the order of the experts' ids: the
-// order the one-expert-at-a-time loop adds them. `order` is scratch.
-void add_in_expert_order(const int32_t* ids, const float* weights, const float* outputs, int k, int E, float* acc,
-                         std::vector<int>& order) {
+// One token's k routed slots in the order of their experts' ids: the order
+// the one-expert-at-a-time loop adds their outputs.
+void slots_in_expert_order(const int32_t* ids, int k, std::vector<int>& order) {
   order.resize(static_cast<size_t>(k));
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int a, int b) { return ids[a] < ids[b]; });
+}
+
+// acc (E floats) += each of one token's k routed outputs (outputs[j * E],
+// slot j) times its routing weight, in expert order. `order` is scratch.
+void add_in_expert_order(const int32_t* ids, const float* weights, const float* outputs, int k, int E, float* acc,
+                         std::vector<int>& order) {
+  slots_in_expert_order(ids, k, order);
   for (int j : order) add_scaled(weights[j], outputs + static_cast<size_t>(j) * E, E, acc);
 }
 
@@ -62,9 +67,7 @@ bool Context::moe_decode_fused(int layer) {
   // The routed slots in the order of their experts' ids: position p holds
   // slot order[p], in the buffers and in both loops' jobs.
   std::vector<int>& order = expert_order_;
-  order.resize(static_cast<size_t>(k));
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return route_ids_[static_cast<size_t>(a)] < route_ids_[static_cast<size_t>(b)]; });
+  slots_in_expert_order(route_ids_.data(), k, order);
   moe_gate_.resize(static_cast<size_t>(k) * ff);
   moe_up_.resize(static_cast<size_t>(k) * ff);
   moe_out_.resize(static_cast<size_t>(k) * E);
