@@ -10,7 +10,7 @@ CpuEngine::CpuEngine(Kernels kernels, ThreadPool* pool)
     : kernels_(kernels), pool_(pool != nullptr ? pool : &ThreadPool::global()) {}
 
 Support CpuEngine::supports(const MatmulOp& op) const {
-  if (op.tier == Tier::kF32 || op.tier == Tier::kF16) {
+  if (float_tier(op.tier)) {
     return Support::no("float tiers run through the float matmul, not the integer engine contract");
   }
   if (op.m < 1 || op.n < 1 || op.k < 32 || op.k % 32 != 0) return Support::no("k must be a positive multiple of 32");

@@ -91,7 +91,7 @@ const float* Context::rotation_signs(int64_t k, uint64_t seed) {
   return s.signs.data();
 }
 
-bool integer_tier(const ref::WeightView& w) { return w.is_tier && w.tier != Tier::kF32 && w.tier != Tier::kF16; }
+bool integer_tier(const ref::WeightView& w) { return w.is_tier && !float_tier(w.tier); }
 
 void pad_rotate_quantize(const float* x, int64_t n, int64_t cols, int64_t k, int block, const float* signs, float* f32,
                          int8_t* q, float* scales, int32_t* sums) {
@@ -136,9 +136,10 @@ void Context::prepare_activations(const ref::WeightView& w, const float* x, int 
 bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float* y) {
   if (!fast_kernels_) return false;
   const bool quantized = integer_tier(w);
-  const bool float_tier = w.is_tier && !quantized;
-  const bool float_gguf = !w.is_tier && (w.type == GgmlType::kF32 || w.type == GgmlType::kF16);
-  if (!quantized && !float_tier && !float_gguf) return false;
+  const bool plain_tier = w.is_tier && !quantized;
+  const bool float_gguf =
+      !w.is_tier && (w.type == GgmlType::kF32 || w.type == GgmlType::kF16 || w.type == GgmlType::kBF16);
+  if (!quantized && !plain_tier && !float_gguf) return false;
   const int64_t k = w.is_tier ? w.k_stored : w.cols;
   // A matmul input is rotated (and quantized) once for every matmul that
   // reads it: q, k and v share one, as do gate and up. The cache is keyed by
@@ -165,11 +166,13 @@ bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float
         [&](int64_t b, int64_t e) { cpu::quant_matmul(qw, qa, y, w.rows, 4 * b, std::min(w.rows, 4 * e)); },
         min_blocks, n < 4 ? ThreadPool::Schedule::kShared : ThreadPool::Schedule::kStatic);
   } else {
-    const bool f16 = float_tier ? w.tier == Tier::kF16 : w.type == GgmlType::kF16;
+    const bool f16 = plain_tier ? w.tier == Tier::kF16 : w.type == GgmlType::kF16;
+    const bool bf16 = plain_tier ? w.tier == Tier::kBf16 : w.type == GgmlType::kBF16;
+    const cpu::FloatWeights kind = f16 ? cpu::FloatWeights::kF16 : bf16 ? cpu::FloatWeights::kBf16 : cpu::FloatWeights::kF32;
     pool_->run(
         blocks,
         [&](int64_t b, int64_t e) {
-          cpu::float_matmul(f16, w.data, k, act_f32_.data(), n, y, w.rows, 4 * b, std::min(w.rows, 4 * e));
+          cpu::float_matmul(kind, w.data, k, act_f32_.data(), n, y, w.rows, 4 * b, std::min(w.rows, 4 * e));
         },
         min_blocks);
   }

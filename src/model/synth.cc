@@ -4,6 +4,7 @@
 #include <memory>
 #include <set>
 
+#include "core/half.h"
 #include "format/gguf/dequant.h"
 #include "model/config.h"
 
@@ -299,7 +300,10 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
   for (const TensorPlan& t : *plans) ORK_RETURN_IF_ERROR(w->add_tensor(t.name, t.type, t.dims));
 
   // Matrices and biases ~ N(0, 0.02^2); norm weights 1 + N(0, 0.1^2), not
-  // all ones, so a missing norm multiply shows in tests.
+  // all ones, so a missing norm multiply shows in tests. Every value is
+  // rounded to bf16 first, as in the checkpoints these stand in for (trained
+  // and shipped in bf16; llama.cpp's converter writes some tensors, the MoE
+  // routers among them, widened to F32).
   const uint64_t seed = o.seed;
   *data_fn = [plans, seed](size_t index, std::vector<uint8_t>& out) {
     const TensorPlan& t = (*plans)[index];
@@ -312,7 +316,7 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
     for (uint64_t r = 0; r < rows; ++r) {
       for (auto& v : row) {
         const float z = rng.normal();
-        v = t.kind == TensorPlan::kNorm ? 1.0f + 0.1f * z : 0.02f * z;
+        v = bf16_to_f32(f32_to_bf16(t.kind == TensorPlan::kNorm ? 1.0f + 0.1f * z : 0.02f * z));
       }
       (void)quantize(t.type, row.data(), out.data() + r * row_bytes, static_cast<int64_t>(cols));
     }

@@ -1,5 +1,6 @@
 #include "quant/packer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <condition_variable>
@@ -7,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/half.h"
 #include "format/gguf/dequant.h"
 #include "format/gguf/gguf.h"
 #include "format/gguf/gguf_writer.h"
@@ -141,14 +143,29 @@ constexpr double kRotationPreference = 1.02;
 struct Measured {
   PlanTensor plan;
   std::map<Tier, bool> rotated;  // per tier: whether the rotated variant measured better
+  std::optional<Tier> router;    // a MoE router's tier (fixed whatever the rules say)
 };
+
+bool is_router(const std::string& name) { return name.find("ffn_gate_inp") != std::string::npos; }
+
+// MoE routers keep their values exactly: the families route in f32, and a
+// flipped top-k costs more than any saving. Checkpoints trained in bf16
+// (Qwen3, Mixtral, OLMoE) hold bf16 values even where a GGUF widens them to
+// F32, and those are stored in bf16 - the same values in half the bytes,
+// which the float matmul widens back exactly. Any other router stays f32.
+Tier router_tier(const GgufTensorInfo& t) {
+  const std::vector<float> w = load_rows(t, tier_stored_k(static_cast<int64_t>(t.ne(0))), false, 0);
+  const bool bf16_exact =
+      std::all_of(w.begin(), w.end(), [](float v) { return bits_from_f32(bf16_to_f32(f32_to_bf16(v))) == bits_from_f32(v); });
+  return bf16_exact ? Tier::kBf16 : Tier::kF32;
+}
 
 // The tier rules, the tier map and the router rule fix for a tensor, if
 // any: such a tensor is measured at that tier alone (rotated or not).
-Result<std::optional<Tier>> fixed_tier(const PackOptions& o, const std::string& name) {
-  if (name.find("ffn_gate_inp") != std::string::npos) return std::optional<Tier>(Tier::kF32);  // routers
+Result<std::optional<Tier>> fixed_tier(const PackOptions& o, const GgufTensorInfo& t) {
+  if (is_router(t.name)) return std::optional<Tier>(router_tier(t));
   std::vector<PlanTensor> one(1);
-  one[0].name = name;
+  one[0].name = t.name;
   for (uint32_t id = 0; id < kTierCount; ++id) one[0].options.push_back({*tier_from_id(id), 0, 0.0});
   ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map));
   return one[0].fixed;
@@ -321,8 +338,10 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
       [&](size_t i) -> Result<MaybeMeasured> {
         const GgufTensorInfo& t = units[i];
         if (!is_matrix(t)) return MaybeMeasured();
-        ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t.name));
-        return MaybeMeasured(measure(o, t, o.rotation_seed, fixed));
+        ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t));
+        Measured m = measure(o, t, o.rotation_seed, fixed);
+        if (is_router(t.name)) m.router = fixed;
+        return MaybeMeasured(std::move(m));
       },
       [&](size_t i, MaybeMeasured& m) -> Status {
         const GgufTensorInfo& t = units[i];
@@ -338,13 +357,11 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
   ORK_RETURN_IF_ERROR(measuring);
   std::vector<PlanTensor> plan_input;
   for (Measured& m : measured) {
-    // Rules and maps may name any measured tier; the free plan uses the candidates.
-    // MoE routers (n_embd x n_expert, a few KiB) stay f32 whatever the rules
-    // say (fixed_tier): the families route in f32, and a flipped top-k costs
-    // more than any saving.
+    // Rules and maps may name any measured tier; the free plan uses the
+    // candidates. MoE routers keep their tier whatever the rules say (router_tier).
     std::vector<PlanTensor> one = {m.plan};
-    if (m.plan.name.find("ffn_gate_inp") != std::string::npos) {
-      one[0].fixed = Tier::kF32;
+    if (m.router) {
+      one[0].fixed = *m.router;
     } else {
       ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map));
     }

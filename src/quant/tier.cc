@@ -19,13 +19,15 @@ constexpr std::array<TierInfo, kTierCount> kTiers = {{
     {Tier::kI5, "i5", 5, true},
     {Tier::kI6, "i6", 6, true},
     {Tier::kI8s, "i8s", 8, true},
+    {Tier::kBf16, "bf16", 16, false},
 }};
 
 // Bytes per row of each plane: [first plane, second plane].
 std::array<int64_t, 2> plane_row_bytes(Tier tier, int64_t k) {
   switch (tier) {
     case Tier::kF32: return {4 * k, 0};
-    case Tier::kF16: return {2 * k, 0};
+    case Tier::kF16:
+    case Tier::kBf16: return {2 * k, 0};
     case Tier::kI8: return {k, 0};
     case Tier::kI4:
     case Tier::kNf4: return {k / 2, 0};
@@ -125,15 +127,16 @@ double quantize_tier(Tier tier, const float* w, const float* importance, int64_t
     tiers::RowPlanes out{data + b0 * r, b1 > 0 ? data + b0 * rows + b1 * r : nullptr};
     switch (tier) {
       case Tier::kF32:
-      case Tier::kF16: {
+      case Tier::kF16:
+      case Tier::kBf16: {
         for (int64_t j = 0; j < k; ++j) {
           float v = row[j];
-          if (tier == Tier::kF16) {
-            const uint16_t h = f32_to_f16(v);
-            std::memcpy(out.p0 + 2 * j, &h, 2);
-            v = f16_to_f32(h);
-          } else {
+          if (tier == Tier::kF32) {
             std::memcpy(out.p0 + 4 * j, &v, 4);
+          } else {
+            const uint16_t h = tier == Tier::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
+            std::memcpy(out.p0 + 2 * j, &h, 2);
+            v = tier == Tier::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
           }
           const double d = static_cast<double>(row[j]) - v;
           total += (importance != nullptr ? importance[j] : 1.0f) * d * d;
@@ -157,10 +160,11 @@ void dequantize_tier_row(const TierTensor& t, int64_t r, float* out) {
   switch (t.tier) {
     case Tier::kF32: std::memcpy(out, in.p0, static_cast<size_t>(k) * 4); return;
     case Tier::kF16:
+    case Tier::kBf16:
       for (int64_t j = 0; j < k; ++j) {
         uint16_t h;
         std::memcpy(&h, in.p0 + 2 * j, 2);
-        out[j] = f16_to_f32(h);
+        out[j] = t.tier == Tier::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
       }
       return;
     case Tier::kI8: tiers::dequantize_i8_row(in, s, k, out); return;

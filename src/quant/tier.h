@@ -19,8 +19,9 @@ enum class Tier : uint32_t {
   kI5 = 5,
   kI6 = 6,
   kI8s = 7,
+  kBf16 = 8,
 };
-inline constexpr uint32_t kTierCount = 8;
+inline constexpr uint32_t kTierCount = 9;
 
 struct TierInfo {
   Tier tier;
@@ -34,6 +35,10 @@ std::optional<Tier> tier_from_id(uint32_t id);
 std::optional<Tier> tier_from_name(std::string_view name);
 std::string_view tier_name(Tier tier);
 
+// f32, f16 and bf16: plain values, no codes and no scales (the float matmul
+// reads them; the integer kernels and engines do not).
+inline bool float_tier(Tier tier) { return tier == Tier::kF32 || tier == Tier::kF16 || tier == Tier::kBf16; }
+
 // Rows are stored padded with zeros to a multiple of this many weights.
 inline constexpr int64_t kTierGroup = 32;
 inline int64_t tier_stored_k(int64_t k) { return (k + kTierGroup - 1) / kTierGroup * kTierGroup; }
@@ -41,7 +46,7 @@ inline int64_t tier_stored_k(int64_t k) { return (k + kTierGroup - 1) / kTierGro
 // Bytes of all planes of `rows` rows of `k_stored` weights (scales excluded).
 uint64_t tier_data_bytes(Tier tier, int64_t rows, int64_t k_stored);
 
-// A stored tensor: its planes and its per-row scales (null for f16/f32).
+// A stored tensor: its planes and its per-row scales (null for float tiers).
 struct TierTensor {
   Tier tier = Tier::kF32;
   const uint8_t* data = nullptr;
@@ -52,7 +57,7 @@ struct TierTensor {
 
 // Quantizes `rows` rows of `k_stored` floats (already padded, and rotated if
 // the tensor is) into `data` (tier_data_bytes) and `scales` (rows floats;
-// unused for f16/f32). `importance` holds one non-negative weight per
+// unused for float tiers). `importance` holds one non-negative weight per
 // column, or is null for uniform: the scale of each row minimises
 // sum_j importance_j (w_j - w'_j)^2 by search. Returns that summed error.
 //

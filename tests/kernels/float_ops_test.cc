@@ -70,23 +70,27 @@ TEST_F(FloatEveryTarget, RotateIsBitExactWithTheReference) {
   }
 }
 
-// f32 and f16 weights; the reference accumulates in double. Bound: a
+// f32, f16 and bf16 weights; the reference accumulates in double. Bound: a
 // relative 1e-5 of sum |w x| (f32 rounding over k <= 4096 terms in 8+
-// chains), the same for f16 since both read the identical f16 values.
+// chains), the same for f16 and bf16 since the reference reads the identical
+// narrowed values.
 TEST_F(FloatEveryTarget, FloatMatmulMatchesReference) {
+  using cpu::FloatWeights;
   for (int64_t k : {7, 32, 100, 1024}) {
     const int64_t rows = 11;
     const int n = 3;
     const auto wf = normal_vector(rows * k, 1);
-    std::vector<uint16_t> wh(wf.size());
-    std::vector<float> wh_f32(wf.size());
+    std::vector<uint16_t> wh(wf.size()), wb(wf.size());
+    std::vector<float> wh_f32(wf.size()), wb_f32(wf.size());
     for (size_t i = 0; i < wf.size(); ++i) {
       wh[i] = f32_to_f16(wf[i]);
       wh_f32[i] = f16_to_f32(wh[i]);
+      wb[i] = f32_to_bf16(wf[i]);
+      wb_f32[i] = bf16_to_f32(wb[i]);
     }
     const auto x = normal_vector(n * k, 2);
-    for (bool f16 : {false, true}) {
-      const std::vector<float>& wref = f16 ? wh_f32 : wf;
+    for (FloatWeights kind : {FloatWeights::kF32, FloatWeights::kF16, FloatWeights::kBf16}) {
+      const std::vector<float>& wref = kind == FloatWeights::kF16 ? wh_f32 : kind == FloatWeights::kBf16 ? wb_f32 : wf;
       std::vector<double> want(static_cast<size_t>(n * rows)), mag(want.size());
       for (int t = 0; t < n; ++t) {
         for (int64_t r = 0; r < rows; ++r) {
@@ -100,20 +104,47 @@ TEST_F(FloatEveryTarget, FloatMatmulMatchesReference) {
       for (int tg = 0; tg < cpu::compiled_target_count(); ++tg) {
         cpu::force_target(tg);
         for (int off : {0, 1}) {
-          const Shifted<uint16_t> wh_s(wh, off);
+          const Shifted<uint16_t> wh_s(kind == FloatWeights::kBf16 ? wb : wh, off);
           const Shifted<float> wf_s(wf, off), x_s(x, off);
           std::vector<float> y(want.size(), -1.0f);
-          cpu::float_matmul(f16, f16 ? static_cast<const void*>(wh_s.p) : wf_s.p, k, x_s.p, n, y.data(), rows, 1, rows);
+          const void* w = kind == FloatWeights::kF32 ? static_cast<const void*>(wf_s.p) : wh_s.p;
+          cpu::float_matmul(kind, w, k, x_s.p, n, y.data(), rows, 1, rows);
           for (int t = 0; t < n; ++t) {
             EXPECT_EQ(y[static_cast<size_t>(t * rows)], -1.0f);  // row 0 is outside the range
             for (int64_t r = 1; r < rows; ++r) {
               const size_t i = static_cast<size_t>(t * rows + r);
               ASSERT_NEAR(y[i], want[i], 1e-5 * mag[i] + 1e-30)
-                  << cpu::target_name(tg) << " k=" << k << " f16=" << f16 << " off=" << off;
+                  << cpu::target_name(tg) << " k=" << k << " kind=" << static_cast<int>(kind) << " off=" << off;
             }
           }
         }
       }
+    }
+  }
+}
+
+// A matrix whose values are all bf16 (or f16) gives the same bits stored
+// narrow as stored f32: what lets the packer keep bf16-valued MoE routers
+// in half the bytes without changing a routing decision.
+TEST_F(FloatEveryTarget, NarrowWeightsGiveTheWideMatrixBits) {
+  using cpu::FloatWeights;
+  const int64_t rows = 9, k = 2048;
+  const int n = 2;
+  const auto w = normal_vector(rows * k, 3, 0.02f);
+  const auto x = normal_vector(n * k, 4);
+  for (FloatWeights kind : {FloatWeights::kF16, FloatWeights::kBf16}) {
+    std::vector<uint16_t> narrow(w.size());
+    std::vector<float> wide(w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      narrow[i] = kind == FloatWeights::kF16 ? f32_to_f16(w[i]) : f32_to_bf16(w[i]);
+      wide[i] = kind == FloatWeights::kF16 ? f16_to_f32(narrow[i]) : bf16_to_f32(narrow[i]);
+    }
+    for (int tg = 0; tg < cpu::compiled_target_count(); ++tg) {
+      cpu::force_target(tg);
+      std::vector<float> from_narrow(static_cast<size_t>(n * rows)), from_wide(from_narrow.size());
+      cpu::float_matmul(kind, narrow.data(), k, x.data(), n, from_narrow.data(), rows, 0, rows);
+      cpu::float_matmul(FloatWeights::kF32, wide.data(), k, x.data(), n, from_wide.data(), rows, 0, rows);
+      EXPECT_EQ(from_narrow, from_wide) << cpu::target_name(tg) << " kind=" << static_cast<int>(kind);
     }
   }
 }

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <random>
 
+#include "core/half.h"
 #include "core/thread_pool.h"
+#include "format/orkpack/orkpack.h"
 #include "model/moe.h"
 #include "model/rewrite.h"
 #include "quant/packer.h"
@@ -274,25 +276,84 @@ TEST(MoeDecode, FusedExpertsMatchTheBatchedPathExactly) {
   EXPECT_EQ(batch.moe_stats().fused_prefill_layers, 4u);
 }
 
-// The trained MoE with outliers in the gate experts' first columns, so
-// that the packer rotates gate (spreading them) but not up: experts whose
-// gate and up are stored in different bases.
-std::string moe_with_gate_outliers() {
-  const std::string path = ::testing::TempDir() + "/sotu-moe-gate-outliers.gguf";
+// The trained MoE written to `file` with `edit` applied to each F32
+// tensor's values.
+std::string sotu_moe_edited(const std::string& file, const std::function<void(const GgufTensorInfo&, float*)>& edit) {
+  const std::string path = ::testing::TempDir() + "/" + file;
   auto src = GgufFile::open(testing::testdata("models/sotu-moe-f32.gguf"));
   EXPECT_TRUE(src.is_ok());
   GgufWriter w;
   for (const auto& [key, value] : src->metadata()) w.set(key, value);
   for (const GgufTensorInfo& t : src->tensors()) {
     std::vector<uint8_t> bytes(t.data, t.data + t.bytes);
-    if (t.name.find("ffn_gate_exps") != std::string::npos && t.type == GgmlType::kF32) {
-      auto* f = reinterpret_cast<float*>(bytes.data());
-      for (uint64_t r = 0; r < t.elems / t.dims[0]; ++r) f[r * t.dims[0]] *= 40.0f;
-    }
+    if (t.type == GgmlType::kF32) edit(t, reinterpret_cast<float*>(bytes.data()));
     EXPECT_TRUE(w.add_tensor(t.name, t.type, t.dims, std::move(bytes)).is_ok());
   }
   EXPECT_TRUE(w.write_file(path).is_ok());
   return path;
+}
+
+// The trained MoE with its routers' values rounded to bf16, as they are in
+// a checkpoint trained in bf16 and converted by llama.cpp (routers F32).
+std::string moe_with_bf16_routers() {
+  return sotu_moe_edited("sotu-moe-bf16-routers.gguf", [](const GgufTensorInfo& t, float* f) {
+    if (t.name.find("ffn_gate_inp") == std::string::npos) return;
+    for (uint64_t i = 0; i < t.elems; ++i) f[i] = bf16_to_f32(f32_to_bf16(f[i]));
+  });
+}
+
+Tier packed_tier(const std::string& pack, const std::string& tensor) {
+  auto f = OrkpackFile::open(pack);
+  EXPECT_TRUE(f.is_ok());
+  const OrkpackTensor* t = f->find_tensor(tensor);
+  EXPECT_NE(t, nullptr) << tensor << " not in " << pack;
+  return t != nullptr ? t->spec.tier : Tier::kF32;
+}
+
+// Routers are packed whatever the rules say: in bf16 when every value is a
+// bf16 (then the model's logits are the f32 router's, bit for bit), else
+// in f32 - a trained f32 router is never rounded.
+TEST(MoePack, RoutersKeepTheirValuesInBf16WhenTheyAreBf16) {
+  ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
+  PackOptions o;
+  o.input = testing::testdata("models/sotu-moe-f32.gguf");
+  o.output = ::testing::TempDir() + "/sotu-moe-f32-routers.orkpack";
+  o.rules = {*parse_tier_rule(".=f32")};
+  ASSERT_TRUE(pack_model(o).is_ok());
+  EXPECT_EQ(packed_tier(o.output, "blk.0.ffn_gate_inp.weight"), Tier::kF32);
+  o.rules = {*parse_tier_rule(".=i4")};
+  ASSERT_TRUE(pack_model(o).is_ok());
+  EXPECT_EQ(packed_tier(o.output, "blk.0.ffn_gate_inp.weight"), Tier::kF32);
+
+  o.input = moe_with_bf16_routers();
+  o.output = ::testing::TempDir() + "/sotu-moe-bf16-routers.orkpack";
+  o.rules = {*parse_tier_rule(".=f32")};
+  ASSERT_TRUE(pack_model(o).is_ok());
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_EQ(packed_tier(o.output, "blk." + std::to_string(l) + ".ffn_gate_inp.weight"), Tier::kBf16) << l;
+  }
+  auto gguf = Model::load(o.input);
+  auto pack = Model::load(o.output);
+  ASSERT_TRUE(gguf.is_ok() && pack.is_ok());
+  const std::vector<int32_t> ids = {1, 111, 89, 352, 1194, 40, 7, 300};
+  Context from_gguf(**gguf, 32), from_pack(**pack, 32);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    auto want = from_gguf.eval(std::span<const int32_t>(&ids[t], 1));
+    auto got = from_pack.eval(std::span<const int32_t>(&ids[t], 1));
+    ASSERT_TRUE(want.is_ok() && got.is_ok());
+    EXPECT_EQ(*got, *want) << "token " << t;
+  }
+  EXPECT_EQ(from_pack.moe_stats().hits, from_gguf.moe_stats().hits);
+}
+
+// The trained MoE with outliers in the gate experts' first columns, so
+// that the packer rotates gate (spreading them) but not up: experts whose
+// gate and up are stored in different bases.
+std::string moe_with_gate_outliers() {
+  return sotu_moe_edited("sotu-moe-gate-outliers.gguf", [](const GgufTensorInfo& t, float* f) {
+    if (t.name.find("ffn_gate_exps") == std::string::npos) return;
+    for (uint64_t r = 0; r < t.elems / t.dims[0]; ++r) f[r * t.dims[0]] *= 40.0f;
+  });
 }
 
 // The logits of a 40-token batch on the fused prefill (1 and 3 threads)

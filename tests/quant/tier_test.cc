@@ -61,7 +61,8 @@ INSTANTIATE_TEST_SUITE_P(All, TierRoundTrip,
                          ::testing::Values(TierCase{Tier::kF32, 0.0}, TierCase{Tier::kF16, 5e-4},
                                            TierCase{Tier::kI8, 0.012}, TierCase{Tier::kI6, 0.045},
                                            TierCase{Tier::kI5, 0.09}, TierCase{Tier::kI4, 0.18},
-                                           TierCase{Tier::kNf4, 0.16}, TierCase{Tier::kI8s, 0.015}),
+                                           TierCase{Tier::kNf4, 0.16}, TierCase{Tier::kI8s, 0.015},
+                                           TierCase{Tier::kBf16, 2.2e-3}),
                          [](const auto& param_info) { return std::string(tier_name(param_info.param.tier)); });
 
 TEST(Tiers, MoreBitsNeverWorseOnAnyMatrix) {

@@ -45,7 +45,7 @@ struct OrkpackTensor {
   OrkpackTensorSpec spec;
   uint64_t data_offset = 0, data_size = 0, scales_offset = 0, scales_size = 0;
   const uint8_t* data = nullptr;   // into the mapping
-  const float* scales = nullptr;   // null for f16/f32
+  const float* scales = nullptr;   // null for float tiers
 
   TierTensor view() const { return {spec.tier, data, scales, spec.rows(), spec.k_stored}; }
 };

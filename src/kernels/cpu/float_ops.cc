@@ -154,12 +154,25 @@ void Rotate(float* x, int64_t k, int block, const float* signs) {
 
 // ---------------------------------------------------------------------------
 
-HWY_INLINE hn::Vec<DF> LoadW(bool f16, const void* w, int64_t at) {
-  return f16 ? LoadF16(static_cast<const uint16_t*>(w) + at) : hn::LoadU(DF(), static_cast<const float*>(w) + at);
+// bf16 is the top half of an f32: widening is a 16-bit shift.
+HWY_INLINE hn::Vec<DF> LoadBf16(const uint16_t* p) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::Rebind<uint16_t, DF> d16;
+  return hn::BitCast(DF(), hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
 }
 
-HWY_INLINE float LoadWScalar(bool f16, const void* w, int64_t at) {
-  return f16 ? f16_to_f32(static_cast<const uint16_t*>(w)[at]) : static_cast<const float*>(w)[at];
+template <FloatWeights kKind>
+HWY_INLINE hn::Vec<DF> LoadW(const void* w, int64_t at) {
+  if constexpr (kKind == FloatWeights::kF16) return LoadF16(static_cast<const uint16_t*>(w) + at);
+  if constexpr (kKind == FloatWeights::kBf16) return LoadBf16(static_cast<const uint16_t*>(w) + at);
+  if constexpr (kKind == FloatWeights::kF32) return hn::LoadU(DF(), static_cast<const float*>(w) + at);
+}
+
+template <FloatWeights kKind>
+HWY_INLINE float LoadWScalar(const void* w, int64_t at) {
+  if constexpr (kKind == FloatWeights::kF16) return f16_to_f32(static_cast<const uint16_t*>(w)[at]);
+  if constexpr (kKind == FloatWeights::kBf16) return bf16_to_f32(static_cast<const uint16_t*>(w)[at]);
+  if constexpr (kKind == FloatWeights::kF32) return static_cast<const float*>(w)[at];
 }
 
 // Four rows at a time against one token: four independent FMA chains, the
@@ -170,8 +183,9 @@ HWY_INLINE float LoadWScalar(bool f16, const void* w, int64_t at) {
 // rows: 82.4, 86.1, 89.8, 86.8 -> 97.4, 90.6, 97.4, 111.0 % of the probe
 // (this VM's probe is noisy; the tok/s moved less, 0-3 %). Each row keeps
 // its one accumulator and order: results are unchanged.
-void FloatMatmul(bool f16, const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy, int64_t row_begin,
-                 int64_t row_end) {
+template <FloatWeights kKind>
+void FloatMatmulOf(const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy, int64_t row_begin,
+                   int64_t row_end) {
   const DF d;
   const auto L = static_cast<int64_t>(hn::Lanes(d));
   for (int t = 0; t < n; ++t) {
@@ -183,15 +197,15 @@ void FloatMatmul(bool f16, const void* w, int64_t k, const float* x, int n, floa
       int64_t j = 0;
       for (; j + L <= k; j += L) {
         const auto xv = hn::LoadU(d, xt + j);
-        a0 = hn::MulAdd(LoadW(f16, w, r * k + j), xv, a0);
-        a1 = hn::MulAdd(LoadW(f16, w, (r + q) * k + j), xv, a1);
-        a2 = hn::MulAdd(LoadW(f16, w, (r + 2 * q) * k + j), xv, a2);
-        a3 = hn::MulAdd(LoadW(f16, w, (r + 3 * q) * k + j), xv, a3);
+        a0 = hn::MulAdd(LoadW<kKind>(w, r * k + j), xv, a0);
+        a1 = hn::MulAdd(LoadW<kKind>(w, (r + q) * k + j), xv, a1);
+        a2 = hn::MulAdd(LoadW<kKind>(w, (r + 2 * q) * k + j), xv, a2);
+        a3 = hn::MulAdd(LoadW<kKind>(w, (r + 3 * q) * k + j), xv, a3);
       }
       float s[4] = {hn::GetLane(hn::SumOfLanes(d, a0)), hn::GetLane(hn::SumOfLanes(d, a1)),
                     hn::GetLane(hn::SumOfLanes(d, a2)), hn::GetLane(hn::SumOfLanes(d, a3))};
       for (; j < k; ++j) {
-        for (int i = 0; i < 4; ++i) s[i] += LoadWScalar(f16, w, (r + i * q) * k + j) * xt[j];
+        for (int i = 0; i < 4; ++i) s[i] += LoadWScalar<kKind>(w, (r + i * q) * k + j) * xt[j];
       }
       for (int i = 0; i < 4; ++i) y[t * ldy + r + i * q] = s[i];
     }
@@ -199,11 +213,20 @@ void FloatMatmul(bool f16, const void* w, int64_t k, const float* x, int n, floa
     for (; r < row_end; ++r) {
       auto a0 = hn::Zero(d);
       int64_t j = 0;
-      for (; j + L <= k; j += L) a0 = hn::MulAdd(LoadW(f16, w, r * k + j), hn::LoadU(d, xt + j), a0);
+      for (; j + L <= k; j += L) a0 = hn::MulAdd(LoadW<kKind>(w, r * k + j), hn::LoadU(d, xt + j), a0);
       float s = hn::GetLane(hn::SumOfLanes(d, a0));
-      for (; j < k; ++j) s += LoadWScalar(f16, w, r * k + j) * xt[j];
+      for (; j < k; ++j) s += LoadWScalar<kKind>(w, r * k + j) * xt[j];
       y[t * ldy + r] = s;
     }
+  }
+}
+
+void FloatMatmul(FloatWeights kind, const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy,
+                 int64_t row_begin, int64_t row_end) {
+  switch (kind) {
+    case FloatWeights::kF32: return FloatMatmulOf<FloatWeights::kF32>(w, k, x, n, y, ldy, row_begin, row_end);
+    case FloatWeights::kF16: return FloatMatmulOf<FloatWeights::kF16>(w, k, x, n, y, ldy, row_begin, row_end);
+    case FloatWeights::kBf16: return FloatMatmulOf<FloatWeights::kBf16>(w, k, x, n, y, ldy, row_begin, row_end);
   }
 }
 
@@ -575,9 +598,9 @@ uint64_t stream_read(const uint64_t* p, int64_t words) { return HWY_DYNAMIC_DISP
 
 void rotate(float* x, int64_t k, int block, const float* signs) { HWY_DYNAMIC_DISPATCH(Rotate)(x, k, block, signs); }
 
-void float_matmul(bool f16, const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy, int64_t row_begin,
-                  int64_t row_end) {
-  HWY_DYNAMIC_DISPATCH(FloatMatmul)(f16, w, k, x, n, y, ldy, row_begin, row_end);
+void float_matmul(FloatWeights kind, const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy,
+                  int64_t row_begin, int64_t row_end) {
+  HWY_DYNAMIC_DISPATCH(FloatMatmul)(kind, w, k, x, n, y, ldy, row_begin, row_end);
 }
 
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {

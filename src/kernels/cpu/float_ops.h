@@ -13,10 +13,16 @@ namespace ork::cpu {
 // quant/rotation.h given its signs (rotation_signs). Bit-exact with rotate().
 void rotate(float* x, int64_t k, int block, const float* signs);
 
+// How a float matrix stores its values.
+enum class FloatWeights { kF32, kF16, kBf16 };
+
 // y[t * ldy + r] = sum_j W[r][j] x[t][j] for rows [row_begin, row_end) and
-// n tokens; W has rows of k f32 (f16 = false) or f16 values, x rows of k.
-void float_matmul(bool f16, const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy, int64_t row_begin,
-                  int64_t row_end);
+// n tokens; W has rows of k values of the given kind, x rows of k f32. Each
+// weight is widened to f32 exactly and summed in the same order whatever its
+// kind, so f16 or bf16 weights holding a matrix's exact values give the f32
+// matrix's results bit for bit.
+void float_matmul(FloatWeights kind, const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy,
+                  int64_t row_begin, int64_t row_end);
 
 // out = x / sqrt(mean(x^2) + eps) * weight
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out);
