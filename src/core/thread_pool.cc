@@ -1,7 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
-
+#include <chrono>
 #include <climits>
 
 #include <linux/futex.h>
@@ -105,6 +105,7 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
     fn(0, n);
     return;
   }
+  const auto t0 = timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   fn_ = &fn;
   n_ = n;
   slices_ = slices;
@@ -127,6 +128,7 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
     futex_wait(pending_, left);
     left = pending_.load(std::memory_order_acquire);
   }
+  if (timing_) loop_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 namespace {

@@ -43,6 +43,12 @@ class ThreadPool {
   void run(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn, int64_t min_per_thread = 1,
            Schedule schedule = Schedule::kStatic);
 
+  // Off by default: while on, run() adds the wall time of each loop it
+  // splits over threads (from the hand-off to the join) to loop_seconds(),
+  // which profiles use to tell parallel time from time on one thread.
+  void set_timing(bool on) { timing_ = on; }
+  double loop_seconds() const { return loop_seconds_; }
+
   // The process-wide pool used by the model (sized by set_default_threads,
   // else by the hardware).
   static ThreadPool& global();
@@ -61,6 +67,8 @@ class ThreadPool {
   int slices_ = 0;
   bool shared_ = false;
   int64_t grain_ = 1;
+  bool timing_ = false;
+  double loop_seconds_ = 0;
   // kShared: the first item not yet claimed, on a line of its own.
   alignas(64) std::atomic<int64_t> next_{0};
   // 32-bit words a futex can sleep on; wrap-around is harmless (== compares).

@@ -1,6 +1,7 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "core/thread_pool.h"
@@ -463,6 +464,50 @@ void Context::embed(int32_t token, float* out) {
   std::copy_n(quant_row_.begin(), w.cols, out);
 }
 
+const char* Context::Profile::name(Phase phase) {
+  switch (phase) {
+    case kEmbed: return "embedding";
+    case kQkv: return "attention: q, k, v";
+    case kAttention: return "attention: KV cache";
+    case kO: return "attention: o";
+    case kRouter: return "router";
+    case kExpertsGateUp: return "experts: gate, up";
+    case kExpertsDown: return "experts: down";
+    case kSharedExpert: return "shared expert";
+    case kFfnGateUp: return "ffn: gate, up";
+    case kFfnDown: return "ffn: down";
+    case kOutput: return "output";
+    case kPhases: break;
+  }
+  return "?";
+}
+
+void Context::set_profile(Profile* profile) {
+  profile_ = profile;
+  pool_->set_timing(profile != nullptr);
+}
+
+namespace {
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void Context::lap_start() {
+  lap_seconds_ = seconds_now();
+  lap_loop_seconds_ = pool_->loop_seconds();
+}
+
+void Context::lap(Profile::Phase phase, uint64_t bytes) {
+  const double t = seconds_now(), loops = pool_->loop_seconds();
+  Profile::Entry& e = profile_->phases[static_cast<size_t>(phase)];
+  e.seconds += t - lap_seconds_;
+  e.loop_seconds += loops - lap_loop_seconds_;
+  e.bytes += bytes;
+  lap_seconds_ = t;
+  lap_loop_seconds_ = loops;
+}
+
 Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool all_logits) {
   std::vector<float> logits;
   ORK_RETURN_IF_ERROR(eval(tokens, logits, all_logits));
@@ -482,9 +527,14 @@ Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits
                    c_.n_vocab - 1);
     }
   }
+  if (profile_) lap_start();
   resize_scratch(n);
   pin_kv_cache();
   const int E = c_.n_embd;
+  // The KV cache one layer's attention reads over the batch: every token
+  // reads K and V of every position up to its own.
+  const uint64_t kv_positions = static_cast<uint64_t>(n) * n_past_ + static_cast<uint64_t>(n) * (n + 1) / 2;
+  const uint64_t layer_kv_bytes = kv_positions * 2 * static_cast<uint64_t>(c_.kv_dim()) * (fast_kernels_ ? 2 : 4);
 
   for (int t = 0; t < n; ++t) embed(tokens[t], &x_[static_cast<size_t>(t) * E]);
 
@@ -496,6 +546,7 @@ Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits
     rope_sin_.resize(static_cast<size_t>(n) * half);
     for (int t = 0; t < n; ++t) ref::rope_table(n_past_ + t, rope, &rope_cos_[t * half], &rope_sin_[t * half]);
   }
+  if (profile_) lap(Profile::kEmbed, 0);
 
   for (int il = 0; il < c_.n_layer; ++il) {
     const LayerWeights& L = model_.layer(il);
@@ -504,9 +555,12 @@ Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits
     rms_norm_rows(x_.data(), L.attn_norm.data(), n, E, xn_.data());
     matmul_shared_input({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n,
                         [&](int which) { finish_projection(il, n, which); });
+    if (profile_) lap(Profile::kQkv, matrix_bytes(L.wq) + matrix_bytes(L.wk) + matrix_bytes(L.wv));
     attention(il, n);
+    if (profile_) lap(Profile::kAttention, layer_kv_bytes);
     matmul(L.wo, attn_.data(), n, xn_.data());
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
+    if (profile_) lap(Profile::kO, matrix_bytes(L.wo));
 
     // Feed-forward block: x += W_down · (silu(W_gate·n(x)) * W_up·n(x)),
     // or the mixture of such experts.
@@ -514,9 +568,11 @@ Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits
     if (c_.is_moe()) {
       moe_ffn(il, n);
       for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
+      if (profile_) lap(Profile::kExpertsDown, 0);
       continue;
     }
     matmul_shared_input({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n);
+    if (profile_) lap(Profile::kFfnGateUp, matrix_bytes(L.w_gate) + matrix_bytes(L.w_up));
     const int64_t ff = static_cast<int64_t>(n) * c_.n_ff;
     if (fast_kernels_) {
       cpu::swiglu(gate_.data(), up_.data(), ff, gate_.data());
@@ -525,6 +581,7 @@ Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits
     }
     matmul(L.w_down, gate_.data(), n, xn_.data());
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
+    if (profile_) lap(Profile::kFfnDown, matrix_bytes(L.w_down));
   }
 
   const int first = all_logits ? 0 : n - 1;
@@ -535,6 +592,10 @@ Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits
   matmul(model_.output(), xn_.data(), n_out, logits.data());
   n_past_ += n;
   moe_stats_.tokens += static_cast<uint64_t>(n);
+  if (profile_) {
+    lap(Profile::kOutput, matrix_bytes(model_.output()));
+    profile_->tokens += static_cast<uint64_t>(n);
+  }
   return Status::ok();
 }
 

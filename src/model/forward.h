@@ -9,6 +9,7 @@
 // outlive its Contexts.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -89,6 +90,38 @@ class Context {
   };
   const MoeStats& moe_stats() const { return moe_stats_; }
 
+  // Where evaluation's time goes, phase by phase of the forward pass: wall
+  // time, the part of it inside the pool's parallel loops (the rest ran on
+  // one thread while the others waited or were not needed), and the weight
+  // and KV-cache bytes each phase read. Made for decode (`ork bench
+  // --profile`); in a batch every expert counts under kExpertsDown.
+  struct Profile {
+    enum Phase {
+      kEmbed,          // embedding row, rotary tables
+      kQkv,            // attention norm, q/k/v input, the q/k/v loop (QK-norm, RoPE, KV stores inside)
+      kAttention,      // scores and values over the KV cache
+      kO,              // the o input, the o loop, the residual
+      kRouter,         // ffn norm, the router, top-k
+      kExpertsGateUp,  // the routed experts' inputs, the gate/up loop (down inputs inside)
+      kExpertsDown,    // the down loop (the weighted sum inside), the residual
+      kSharedExpert,   // qwen2moe's shared expert
+      kFfnGateUp,      // dense: ffn norm, the gate/up input and loop
+      kFfnDown,        // dense: SwiGLU, the down input and loop, the residual
+      kOutput,         // output norm, the output loop
+      kPhases
+    };
+    struct Entry {
+      double seconds = 0, loop_seconds = 0;
+      uint64_t bytes = 0;
+    };
+    std::array<Entry, kPhases> phases{};
+    uint64_t tokens = 0;
+    static const char* name(Phase phase);
+  };
+  // Null (default): not profiled. Else every eval adds to *profile, and
+  // the pool times its loops while one is set.
+  void set_profile(Profile* profile);
+
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
   // Forgets the cache from position `pos` on (0 = everything).
@@ -156,6 +189,10 @@ class Context {
   void prepare_activations(const ref::WeightView& w, const float* x, int n, bool quantize);
   const float* rotation_signs(int64_t k, uint64_t seed);
   void resize_scratch(int n_tokens);
+  // Profile: the time since the last lap (and the pool's loop time in it)
+  // goes to `phase`, with `bytes` read.
+  void lap(Profile::Phase phase, uint64_t bytes);
+  void lap_start();
 
   const Model& model_;
   const ModelConfig& c_;
@@ -189,6 +226,8 @@ class Context {
   std::vector<float> rope_cos_, rope_sin_;  // [token][n_rot / 2] of this batch
 
   MoeStats moe_stats_;
+  Profile* profile_ = nullptr;
+  double lap_seconds_ = 0, lap_loop_seconds_ = 0;
   npu::NpuEngine* npu_ = nullptr;
   NpuStats npu_stats_;
   std::vector<const void*> npu_pinned_;

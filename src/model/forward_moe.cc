@@ -98,6 +98,14 @@ bool Context::moe_decode_fused(int layer) {
     cpu::swiglu(g, &moe_up_[static_cast<size_t>(p) * ff], ff, g);
     fill_input(g, ff, down_in_[static_cast<size_t>(p)]);
   });
+  if (profile_) {
+    uint64_t bytes = 0;
+    for (int j = 0; j < k; ++j) {
+      const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(j)]);
+      bytes += matrix_bytes(L.gate_exps[e]) + matrix_bytes(L.up_exps[e]);
+    }
+    lap(Profile::kExpertsGateUp, bytes);
+  }
   // Likewise each expert's output is added to the token's sum as soon as
   // it and every expert before it in id order are done: the same sum, in
   // the same order, as add_in_expert_order after the loop.
@@ -120,6 +128,11 @@ bool Context::moe_decode_fused(int layer) {
       if (next == k || !sum_ready_[static_cast<size_t>(next)].load()) break;
     }
   });
+  if (profile_) {
+    uint64_t bytes = 0;
+    for (int j = 0; j < k; ++j) bytes += matrix_bytes(L.down_exps[static_cast<size_t>(route_ids_[static_cast<size_t>(j)])]);
+    lap(Profile::kExpertsDown, bytes);
+  }
   ++moe_stats_.fused_layers;
   return true;
 }
@@ -251,6 +264,8 @@ void Context::moe_ffn(int layer, int n) {
     route_token(&router_logits_[static_cast<size_t>(t) * n_exp], n_exp, k, c_.arch->norm_topk,
                 &route_ids_[static_cast<size_t>(t) * k], &route_w_[static_cast<size_t>(t) * k]);
   }
+  if (profile_) lap(Profile::kRouter, matrix_bytes(L.router));
+  const uint64_t expert_bytes0 = moe_stats_.expert_bytes;
   if (moe_stats_.hits.empty()) {
     moe_stats_.n_layer = c_.n_layer;
     moe_stats_.n_expert = n_exp;
@@ -297,6 +312,8 @@ void Context::moe_ffn(int layer, int n) {
       for (int i = 0; i < E; ++i) acc[i] += w * out[i];
     }
   }
+  // (The fused decode lapped its two loops itself.)
+  if (profile_ && !(fused && n == 1)) lap(Profile::kExpertsDown, moe_stats_.expert_bytes - expert_bytes0);
   if (c_.arch->shared_expert) {
     // qwen2moe: + sigmoid(g . x) * shared_expert(x), per token.
     const int sff = c_.n_ff_shexp;
@@ -321,6 +338,9 @@ void Context::moe_ffn(int layer, int n) {
     }
   }
   std::copy(moe_acc_.begin(), moe_acc_.end(), xn_.begin());
+  if (profile_ && c_.arch->shared_expert) {
+    lap(Profile::kSharedExpert, matrix_bytes(L.gate_shexp) + matrix_bytes(L.up_shexp) + matrix_bytes(L.down_shexp));
+  }
 }
 
 }  // namespace ork

@@ -237,18 +237,23 @@ TEST(MoeStats, CountsRoutedPairsAndBytes) {
   EXPECT_GT(s.expert_bytes, 0u);
 }
 
+// The trained MoE packed with every matrix at i4, loaded.
+Result<std::unique_ptr<Model>> sotu_moe_i4(const std::string& file) {
+  PackOptions o;
+  o.input = testing::testdata("models/sotu-moe-f32.gguf");
+  o.output = ::testing::TempDir() + "/" + file;
+  o.rules = {*parse_tier_rule(".=i4")};
+  ORK_RETURN_IF_ERROR(pack_model(o).status());
+  return Model::load(o.output);
+}
+
 // Decode runs the routed experts as two parallel loops (gate and up of all
 // of them, then down); a batch runs them expert by expert. Same kernels,
 // same rows: a token decoded alone gets the logits it gets inside a batch,
 // bit for bit, and the stats count the same.
 TEST(MoeDecode, FusedExpertsMatchTheBatchedPathExactly) {
   ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
-  PackOptions o;
-  o.input = testing::testdata("models/sotu-moe-f32.gguf");
-  o.output = ::testing::TempDir() + "/sotu-moe-i4.orkpack";
-  o.rules = {*parse_tier_rule(".=i4")};
-  ASSERT_TRUE(pack_model(o).is_ok());
-  auto model = Model::load(o.output);
+  auto model = sotu_moe_i4("sotu-moe-i4.orkpack");
   ASSERT_TRUE(model.is_ok());
   const std::vector<int32_t> ids = {1, 111, 89, 352, 1194, 40, 7, 300};
   Context batch(**model, 32);
@@ -274,6 +279,46 @@ TEST(MoeDecode, FusedExpertsMatchTheBatchedPathExactly) {
   EXPECT_EQ(one.moe_stats().fused_layers, ids.size() * 4);  // every layer of every decoded token
   EXPECT_EQ(batch.moe_stats().fused_layers, 0u);
   EXPECT_EQ(batch.moe_stats().fused_prefill_layers, 4u);
+}
+
+// The decode profile: every byte a token reads lands in one phase (the
+// dense weights, the routed experts, the KV cache, exactly), time in loops
+// is part of each phase's time, and profiling changes no logit.
+TEST(Profile, AccountsForEveryByteAndChangesNothing) {
+  ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
+  auto model = sotu_moe_i4("sotu-moe-profile.orkpack");
+  ASSERT_TRUE(model.is_ok());
+  const ModelConfig& c = (*model)->config();
+  const std::vector<int32_t> prompt = {1, 111, 89}, ids = {352, 1194, 40, 7, 300};
+  Context plain(**model, 32), profiled(**model, 32);
+  ASSERT_TRUE(plain.eval(prompt).is_ok());
+  ASSERT_TRUE(profiled.eval(prompt).is_ok());
+  Context::Profile profile;
+  profiled.set_profile(&profile);
+  const uint64_t experts0 = profiled.moe_stats().expert_bytes;
+  for (int32_t id : ids) {
+    auto want = plain.eval(std::span<const int32_t>(&id, 1));
+    auto got = profiled.eval(std::span<const int32_t>(&id, 1));
+    ASSERT_TRUE(want.is_ok() && got.is_ok());
+    EXPECT_EQ(*got, *want);
+  }
+  profiled.set_profile(nullptr);
+  EXPECT_EQ(profile.tokens, ids.size());
+  // Positions 3..7 each read K and V of every position up to their own.
+  uint64_t kv = 0;
+  for (size_t t = 0; t < ids.size(); ++t) kv += (prompt.size() + t + 1) * 2 * static_cast<uint64_t>(c.kv_dim()) * 2 * c.n_layer;
+  uint64_t bytes = 0;
+  for (const Context::Profile::Entry& e : profile.phases) {
+    bytes += e.bytes;
+    EXPECT_GE(e.seconds, 0.0);
+    EXPECT_LE(e.loop_seconds, e.seconds + 1e-9);
+  }
+  EXPECT_EQ(bytes, ids.size() * (*model)->dense_bytes_per_token() + (profiled.moe_stats().expert_bytes - experts0) + kv);
+  EXPECT_EQ(profile.phases[Context::Profile::kAttention].bytes, kv);
+  EXPECT_GT(profile.phases[Context::Profile::kExpertsGateUp].bytes, 0u);
+  EXPECT_GT(profile.phases[Context::Profile::kExpertsDown].bytes, 0u);
+  EXPECT_EQ(profile.phases[Context::Profile::kFfnGateUp].bytes, 0u);  // no dense FFN in an MoE
+  EXPECT_GT(profile.phases[Context::Profile::kRouter].seconds, 0.0);
 }
 
 // The trained MoE written to `file` with `edit` applied to each F32

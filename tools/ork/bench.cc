@@ -34,6 +34,7 @@ struct BenchOptions {
   NpuCli npu;
   bool json = false;
   bool mmap = false;
+  bool profile = false;
 };
 
 double now_s() {
@@ -94,6 +95,51 @@ std::string cpu_name() {
   return "unknown";
 }
 
+// The decode profile: per phase, time per token and its share, the part
+// in parallel loops, bytes per token and the rate they were read at, beside
+// the median probe.
+void print_profile(const Context::Profile& profile, double probe_gbps) {
+  double total = 0;
+  for (const Context::Profile::Entry& e : profile.phases) total += e.seconds;
+  const auto tokens = static_cast<double>(profile.tokens);
+  std::printf("decode profile   %llu tokens; per token, phase by phase (loops: the share of the phase's time in the\n"
+              "                 pool's parallel loops; GB/s: the phase's bytes over its whole time)\n",
+              static_cast<unsigned long long>(profile.tokens));
+  std::printf("  %-22s %9s %7s %7s %10s %8s %9s\n", "phase", "us/token", "share", "loops", "MB/token", "GB/s", "of probe");
+  for (int i = 0; i < Context::Profile::kPhases; ++i) {
+    const Context::Profile::Entry& e = profile.phases[static_cast<size_t>(i)];
+    if (e.seconds == 0 && e.bytes == 0) continue;
+    const double gbps = e.seconds > 0 ? static_cast<double>(e.bytes) / e.seconds / 1e9 : 0.0;
+    std::string rate = e.bytes > 0 ? fmt::format("{:8.2f} {:8.1f} %", gbps, 100.0 * gbps / probe_gbps) : "";
+    std::printf("  %-22s %9.1f %6.1f %% %5.1f %% %10.2f %s\n", Context::Profile::name(static_cast<Context::Profile::Phase>(i)),
+                1e6 * e.seconds / tokens, 100.0 * e.seconds / total, e.seconds > 0 ? 100.0 * e.loop_seconds / e.seconds : 0.0,
+                static_cast<double>(e.bytes) / tokens / 1e6, rate.c_str());
+  }
+  double loops = 0;
+  uint64_t bytes = 0;
+  for (const Context::Profile::Entry& e : profile.phases) loops += e.loop_seconds, bytes += e.bytes;
+  const double gbps = static_cast<double>(bytes) / total / 1e9;
+  std::printf("  %-22s %9.1f %6.1f %% %5.1f %% %10.2f %8.2f %8.1f %%\n", "total", 1e6 * total / tokens, 100.0,
+              100.0 * loops / total, static_cast<double>(bytes) / tokens / 1e6, gbps, 100.0 * gbps / probe_gbps);
+}
+
+// The profile as a JSON member (", \"profile\": [...]"), or nothing.
+std::string profile_json(bool wanted, const Context::Profile& profile) {
+  if (!wanted || profile.tokens == 0) return "";
+  std::string out = ", \"profile\": [";
+  const auto tokens = static_cast<double>(profile.tokens);
+  bool first = true;
+  for (int i = 0; i < Context::Profile::kPhases; ++i) {
+    const Context::Profile::Entry& e = profile.phases[static_cast<size_t>(i)];
+    if (e.seconds == 0 && e.bytes == 0) continue;
+    out += fmt::format("{}{{\"phase\": \"{}\", \"us_per_token\": {:.2f}, \"loop_us_per_token\": {:.2f}, \"bytes_per_token\": {:.0f}}}",
+                       first ? "" : ", ", Context::Profile::name(static_cast<Context::Profile::Phase>(i)),
+                       1e6 * e.seconds / tokens, 1e6 * e.loop_seconds / tokens, static_cast<double>(e.bytes) / tokens);
+    first = false;
+  }
+  return out + "]";
+}
+
 int bench(BenchOptions& o) {
   if (o.n_prompt == 0 && o.n_gen == 0) return fail("bench: -p and -n are both 0, so there is nothing to measure");
   if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
@@ -124,6 +170,7 @@ int bench(BenchOptions& o) {
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
   Context::NpuStats placed;
   std::vector<double> pp, tg, expert_bpt, fractions;
+  Context::Profile profile;
   // The f16 KV cache every decoded token's attention reads: K and V of each
   // layer over the positions so far, on average over the generated tokens
   // (from position n_prompt to n_prompt + n_gen - 1, each reading one more).
@@ -141,12 +188,14 @@ int bench(BenchOptions& o) {
       pp.push_back(static_cast<double>(prompt.size()) / (now_s() - t0));
     }
     const uint64_t expert_bytes0 = ctx.moe_stats().expert_bytes;
+    if (o.profile) ctx.set_profile(&profile);
     const double t1 = now_s();
     for (int i = 0; i < o.n_gen; ++i) {
       const int32_t t = tok(rng);
       if (Status st = ctx.eval(std::span<const int32_t>(&t, 1), logits); !st.is_ok()) return fail(st.to_string());
     }
     tg.push_back(o.n_gen / (now_s() - t1));
+    ctx.set_profile(nullptr);
     placed.matmuls += ctx.npu_stats().matmuls;
     placed.refused += ctx.npu_stats().refused;
     placed.failed += ctx.npu_stats().failed;
@@ -185,7 +234,7 @@ int bench(BenchOptions& o) {
                 model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
                 static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes), used, f.median, f.min, f.max, b.min,
-                b.max, o.reps, npu_cli.json(placed).c_str());
+                b.max, o.reps, (npu_cli.json(placed) + profile_json(o.profile, profile)).c_str());
     if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
     return 0;
   }
@@ -207,6 +256,7 @@ int bench(BenchOptions& o) {
   } else {
     std::printf("decode           not measured (-n 0)\n");
   }
+  if (o.profile && profile.tokens > 0) print_profile(profile, bw);
   npu_cli.report(stdout, placed);
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;
@@ -223,6 +273,10 @@ Runner add_bench(CLI::App& app) {
   app.add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(thread_count());
   o->npu.add_options(app);
   app.add_flag("--json", o->json, "Print one JSON object");
+  app.add_flag("--profile", o->profile,
+               "After the figures, where decode's time goes: per phase of the forward pass (q/k/v, attention, o, "
+               "router, experts, output...) its time per token, the part in parallel loops, and the rate it read its "
+               "bytes at");
   add_mmap_flag(app, o->mmap);
   return [o] { return bench(*o); };
 }
