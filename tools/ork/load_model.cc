@@ -1,6 +1,7 @@
 #include "load_model.h"
 
 #include <cstdio>
+#include <string>
 
 namespace ork::cli {
 
@@ -10,12 +11,40 @@ void add_mmap_flag(CLI::App& app, bool& mmap) {
                "page cache; decode is slower)");
 }
 
+namespace {
+
+// A GGUF's matrices of block-quantized types (Q4_0, Q4_K, ...) run on the
+// scalar reference kernels, which are there to be right, not fast: say so,
+// and how to get the fast path, rather than let a user time them.
+void note_reference_matrices(const Model& model) {
+  if (model.orkpack() != nullptr) return;
+  uint64_t bytes = 0, total = 0;
+  std::string types;
+  for (const GgufTensorInfo& t : model.gguf().tensors()) {
+    if (t.dims.size() < 2) continue;
+    total += t.bytes;
+    if (t.type == GgmlType::kF32 || t.type == GgmlType::kF16 || t.type == GgmlType::kBF16) continue;
+    bytes += t.bytes;
+    const std::string name(ggml_type_name(t.type));
+    if (types.find(name) == std::string::npos) types += (types.empty() ? "" : ", ") + name;
+  }
+  if (bytes == 0) return;
+  std::fprintf(stderr,
+               "ork: %.0f %% of %s's weights are %s, which ork runs on its reference kernels (slow); "
+               "`ork pack %s -o model.orkpack` converts them for the fast ones\n",
+               100.0 * static_cast<double>(bytes) / static_cast<double>(total), model.path().c_str(), types.c_str(),
+               model.path().c_str());
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap) {
   auto model = Model::load(path, mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
   if (model.is_ok() && !mmap && !(*model)->resident()) {
     std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n",
                  path.c_str());
   }
+  if (model.is_ok()) note_reference_matrices(**model);
   return model;
 }
 
