@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "load_model.h"
+#include "profile_report.h"
 #include "npu_cli.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/float_ops.h"
@@ -93,34 +94,6 @@ std::string cpu_name() {
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   }
   return "unknown";
-}
-
-// The decode profile: per phase, time per token and its share, the part
-// in parallel loops, bytes per token and the rate they were read at, beside
-// the median probe.
-void print_profile(const Context::Profile& profile, double probe_gbps) {
-  double total = 0;
-  for (const Context::Profile::Entry& e : profile.phases) total += e.seconds;
-  const auto tokens = static_cast<double>(profile.tokens);
-  std::printf("decode profile   %llu tokens; per token, phase by phase (loops: the share of the phase's time in the\n"
-              "                 pool's parallel loops; GB/s: the phase's bytes over its whole time)\n",
-              static_cast<unsigned long long>(profile.tokens));
-  std::printf("  %-22s %9s %7s %7s %10s %8s %9s\n", "phase", "us/token", "share", "loops", "MB/token", "GB/s", "of probe");
-  for (int i = 0; i < Context::Profile::kPhases; ++i) {
-    const Context::Profile::Entry& e = profile.phases[static_cast<size_t>(i)];
-    if (e.seconds == 0 && e.bytes == 0) continue;
-    const double gbps = e.seconds > 0 ? static_cast<double>(e.bytes) / e.seconds / 1e9 : 0.0;
-    std::string rate = e.bytes > 0 ? fmt::format("{:8.2f} {:8.1f} %", gbps, 100.0 * gbps / probe_gbps) : "";
-    std::printf("  %-22s %9.1f %6.1f %% %5.1f %% %10.2f %s\n", Context::Profile::name(static_cast<Context::Profile::Phase>(i)),
-                1e6 * e.seconds / tokens, 100.0 * e.seconds / total, e.seconds > 0 ? 100.0 * e.loop_seconds / e.seconds : 0.0,
-                static_cast<double>(e.bytes) / tokens / 1e6, rate.c_str());
-  }
-  double loops = 0;
-  uint64_t bytes = 0;
-  for (const Context::Profile::Entry& e : profile.phases) loops += e.loop_seconds, bytes += e.bytes;
-  const double gbps = static_cast<double>(bytes) / total / 1e9;
-  std::printf("  %-22s %9.1f %6.1f %% %5.1f %% %10.2f %8.2f %8.1f %%\n", "total", 1e6 * total / tokens, 100.0,
-              100.0 * loops / total, static_cast<double>(bytes) / tokens / 1e6, gbps, 100.0 * gbps / probe_gbps);
 }
 
 // The profile as a JSON member (", \"profile\": [...]"), or nothing.
@@ -256,7 +229,7 @@ int bench(BenchOptions& o) {
   } else {
     std::printf("decode           not measured (-n 0)\n");
   }
-  if (o.profile && profile.tokens > 0) print_profile(profile, bw);
+  if (o.profile && profile.tokens > 0) print_profile(stdout, profile, bw);
   npu_cli.report(stdout, placed);
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;

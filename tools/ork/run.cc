@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "load_model.h"
+#include "profile_report.h"
 #include "npu_cli.h"
 #include "core/thread_pool.h"
 #include "model/forward.h"
@@ -32,6 +33,7 @@ struct RunOptions {
   int threads = 0;
   NpuCli npu;
   bool stats = false;
+  bool profile = false;
   SamplerParams sampling;
 };
 
@@ -134,6 +136,8 @@ int run(RunOptions& opt) {
   const double prompt_s = seconds_since(t_prompt);
 
   const Context::MoeStats prompt_stats = ctx.moe_stats();
+  Context::Profile profile;
+  if (opt.profile) ctx.set_profile(&profile);
   const auto t_gen = std::chrono::steady_clock::now();
   int generated = 0;
   const char* stop = "reached -n";
@@ -154,12 +158,14 @@ int run(RunOptions& opt) {
   }
   out.finish();
   const double gen_s = seconds_since(t_gen);
+  ctx.set_profile(nullptr);
   std::fprintf(stderr, "\nork: stopped: %s\n", stop);
   std::fprintf(stderr, "ork: prompt:     %5zu tokens in %8.2f ms (%8.2f tok/s)\n", prompt_ids.size(), prompt_s * 1e3,
                static_cast<double>(prompt_ids.size()) / prompt_s);
   std::fprintf(stderr, "ork: generation: %5d tokens in %8.2f ms (%8.2f tok/s)\n", generated, gen_s * 1e3,
                generated / gen_s);
   if (opt.stats) print_stats(**model, ctx.moe_stats(), prompt_stats, generated);
+  if (opt.profile) print_profile(stderr, profile, 0.0);
   npu_cli.report(stderr, ctx.npu_stats());
   ctx.set_npu(nullptr);
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
@@ -228,6 +234,9 @@ Runner add_run(CLI::App& app) {
   add_mmap_flag(app, opt->mmap);
   opt->npu.add_options(app);
   app.add_flag("--stats", opt->stats, "After the run: weight bytes read per token and per-layer expert usage (MoE)");
+  app.add_flag("--profile", opt->profile,
+               "After the run: where generation's time went, per phase of the forward pass (time per token, the part "
+               "in parallel loops, bytes read and their rate)");
   return [opt] { return run(*opt); };
 }
 

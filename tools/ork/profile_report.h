@@ -1,0 +1,15 @@
+// The decode profile as a table (ork bench --profile, ork run --profile).
+#pragma once
+
+#include <cstdio>
+
+#include "model/forward.h"
+
+namespace ork::cli {
+
+// Per phase: time per token and its share, the part in parallel loops,
+// bytes per token and the rate they were read at - beside `probe_gbps`, the
+// machine's measured read bandwidth, when it is known (> 0).
+void print_profile(std::FILE* out, const Context::Profile& profile, double probe_gbps);
+
+}  // namespace ork::cli
