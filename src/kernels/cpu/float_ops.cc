@@ -400,6 +400,55 @@ void Softmax(float* x, int64_t n) {
 // 16 KiB, half of L1.
 constexpr int64_t kVBlock = 64;
 
+// Attention scores are dot products summed across a vector's lanes. One
+// SumOfLanes per score (a chain of shuffles and adds) cost nearly half as
+// much as the score's multiply-adds; four scores are summed together
+// instead, with the shuffles shared (SumsOf4). Every score, alone or in a
+// four, is summed in the same order: (l0 + l2) + (l1 + l3) within each
+// 128-bit block of its vector, then the blocks' sums, lower half plus upper
+// half.
+#if HWY_TARGET != HWY_SCALAR
+using D4 = hn::Full128<float>;
+
+template <class D>
+HWY_INLINE hn::Vec<D4> FoldTo128(D d, hn::Vec<D> v) {
+  if constexpr (hn::MaxLanes(d) <= 4) {
+    return v;
+  } else {
+    const hn::Half<D> dh;
+    return FoldTo128(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+
+// Lane j: the sum of a_j's lanes.
+HWY_INLINE hn::Vec<D4> SumsOf4(hn::Vec<DF> a0, hn::Vec<DF> a1, hn::Vec<DF> a2, hn::Vec<DF> a3) {
+  const DF d;
+  const hn::Repartition<uint64_t, DF> d64;
+  const auto t0 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
+  const auto t1 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
+  const auto u0 = hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t1)));
+  const auto u1 = hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t1)));
+  return FoldTo128(d, hn::Add(u0, u1));
+}
+
+// scores[0..3] = the four accumulators' sums times scale.
+HWY_INLINE void StoreScores4(hn::Vec<DF> a0, hn::Vec<DF> a1, hn::Vec<DF> a2, hn::Vec<DF> a3, float scale, float* scores) {
+  const D4 d4;
+  hn::StoreU(hn::Mul(SumsOf4(a0, a1, a2, a3), hn::Set(d4, scale)), d4, scores);
+}
+
+HWY_INLINE float ScoreOf(hn::Vec<DF> a, float scale) {
+  const auto z = hn::Zero(DF());
+  return hn::GetLane(SumsOf4(a, z, z, z)) * scale;
+}
+#else
+HWY_INLINE void StoreScores4(hn::Vec<DF> a0, hn::Vec<DF> a1, hn::Vec<DF> a2, hn::Vec<DF> a3, float scale, float* scores) {
+  scores[0] = hn::GetLane(a0) * scale, scores[1] = hn::GetLane(a1) * scale;
+  scores[2] = hn::GetLane(a2) * scale, scores[3] = hn::GetLane(a3) * scale;
+}
+HWY_INLINE float ScoreOf(hn::Vec<DF> a, float scale) { return hn::GetLane(a) * scale; }
+#endif
+
 void AttentionHeadF16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv, int head_dim, int64_t stride,
                       float scale, float* scores, float* out) {
   const DF d;
@@ -417,10 +466,12 @@ void AttentionHeadF16(const float* q, const uint16_t* k, const uint16_t* v, int6
         a2 = hn::MulAdd(qv, LoadF16(k0 + 2 * stride + i), a2);
         a3 = hn::MulAdd(qv, LoadF16(k0 + 3 * stride + i), a3);
       }
-      scores[t] = hn::GetLane(hn::SumOfLanes(d, a0)) * scale;
-      scores[t + 1] = hn::GetLane(hn::SumOfLanes(d, a1)) * scale;
-      scores[t + 2] = hn::GetLane(hn::SumOfLanes(d, a2)) * scale;
-      scores[t + 3] = hn::GetLane(hn::SumOfLanes(d, a3)) * scale;
+      StoreScores4(a0, a1, a2, a3, scale, scores + t);
+    }
+    for (; t < n_kv; ++t) {
+      auto a = hn::Zero(d);
+      for (int i = 0; i < head_dim; i += L) a = hn::MulAdd(hn::LoadU(d, q + i), LoadF16(k + t * stride + i), a);
+      scores[t] = ScoreOf(a, scale);
     }
   }
   for (; t < n_kv; ++t) scores[t] = DotF16(q, k + t * stride, head_dim) * scale;
@@ -479,7 +530,7 @@ void AttentionGroup(const float* q, const uint16_t* k, const uint16_t* v, int64_
   // one key); V takes kHv heads times kS vectors of the head. Positions go
   // in blocks of kVBlock, whose K and V rows stay in L1 while every head
   // passes over them. Each lane adds in the same order as AttentionHeadF16.
-  constexpr int kHs = G < 4 ? G : 4, kP = 8 / kHs;
+  constexpr int kHs = G < 2 ? G : 2, kP = 8 / kHs;
   constexpr int kHv = G < 2 ? G : 2, kS = 8 / kHv;
   for (int64_t s0 = 0; s0 < n_kv; s0 += kVBlock) {
     const int64_t s1 = std::min(n_kv, s0 + kVBlock);
@@ -496,8 +547,13 @@ void AttentionGroup(const float* q, const uint16_t* k, const uint16_t* v, int64_
             for (int g = 0; g < kHs; ++g) acc[p][g] = hn::MulAdd(hn::LoadU(d, q + (g0 + g) * head_dim + i), kv, acc[p][g]);
           }
         }
-        for (int p = 0; p < P; ++p) {
-          for (int g = 0; g < kHs; ++g) scores[(g0 + g) * n_kv + t + p] = hn::GetLane(hn::SumOfLanes(d, acc[p][g])) * scale;
+        for (int g = 0; g < kHs; ++g) {
+          float* sg = scores + (g0 + g) * n_kv + t;
+          if constexpr (P % 4 == 0) {
+            for (int p = 0; p < P; p += 4) StoreScores4(acc[p][g], acc[p + 1][g], acc[p + 2][g], acc[p + 3][g], scale, sg + p);
+          } else {
+            for (int p = 0; p < P; ++p) sg[p] = ScoreOf(acc[p][g], scale);
+          }
         }
       };
       int64_t t = s0;
