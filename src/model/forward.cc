@@ -149,10 +149,14 @@ bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float
   const size_t src_len = static_cast<size_t>(n) * static_cast<size_t>(w.cols);
   const int block = w.is_tier ? w.rotation_block : 0;
   const uint64_t seed = w.is_tier ? w.rotation_seed : 0;
-  const bool cached = act_cols_ == w.cols && act_k_ == k && act_block_ == block && act_seed_ == seed &&
-                      (act_quantized_ || !quantized) && act_src_.size() == src_len &&
-                      std::equal(act_src_.begin(), act_src_.end(), x);
+  // A float matrix stored unpadded and unrotated reads the input as it is
+  // (a MoE router: no copies of it to make or compare).
+  const bool as_is = !quantized && k == w.cols && block == 0;
+  const bool cached = as_is || (act_cols_ == w.cols && act_k_ == k && act_block_ == block && act_seed_ == seed &&
+                                (act_quantized_ || !quantized) && act_src_.size() == src_len &&
+                                std::equal(act_src_.begin(), act_src_.end(), x));
   if (!cached) prepare_activations(w, x, n, quantized);
+  const float* act = as_is ? x : act_f32_.data();
   // Rows in blocks of 4, split over the pool.
   const int64_t blocks = (w.rows + 3) / 4;
   const int64_t min_blocks = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, n * k));
@@ -173,7 +177,7 @@ bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float
     pool_->run(
         blocks,
         [&](int64_t b, int64_t e) {
-          cpu::float_matmul(kind, w.data, k, act_f32_.data(), n, y, w.rows, 4 * b, std::min(w.rows, 4 * e));
+          cpu::float_matmul(kind, w.data, k, act, n, y, w.rows, 4 * b, std::min(w.rows, 4 * e));
         },
         min_blocks);
   }
