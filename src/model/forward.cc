@@ -187,6 +187,14 @@ bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float
 void Context::matmul(const ref::WeightView& w, const float* x, int n, float* y) {
   if (observer_) observer_(w, x, n);
   if (matmul_npu(w, x, n, y)) return;
+  // Decoding, a quantized matrix (o, the output, a dense down) takes its
+  // input the way q/k/v and the experts do, quantized into a slot, rather
+  // than through the activation cache, which copies the input to compare
+  // the next one with. Same kernel, same rows, same results.
+  if (n == 1 && fast_kernels_ && !observer_ && integer_tier(w)) {
+    matmul_shared_input({{&w, y}}, x, 1);
+    return;
+  }
   if (matmul_fast(w, x, n, y)) return;
   // Output rows are independent: split them over the pool. Each slice runs
   // the reference kernel, so results do not depend on the thread count.
