@@ -78,11 +78,13 @@ bool Context::moe_decode_fused(int layer) {
   if (down_in_.size() < static_cast<size_t>(k)) down_in_.resize(static_cast<size_t>(k));
   std::vector<QuantJob>& downs = down_jobs_;
   downs.clear();
+  uint64_t gate_up_bytes = 0, down_bytes = 0;
   for (int p = 0; p < k; ++p) {
     const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(order[static_cast<size_t>(p)])]);
     const auto at = static_cast<size_t>(p);
     moe_stats_.hits[static_cast<size_t>(layer) * c_.n_expert + e] += 1;
-    moe_stats_.expert_bytes += matrix_bytes(L.gate_exps[e]) + matrix_bytes(L.up_exps[e]) + matrix_bytes(L.down_exps[e]);
+    gate_up_bytes += matrix_bytes(L.gate_exps[e]) + matrix_bytes(L.up_exps[e]);
+    down_bytes += matrix_bytes(L.down_exps[e]);
     jobs.push_back({quant_weights(L.gate_exps[e].tier_tensor(), i8s_high_only_),
                     &quantize_input(L.gate_exps[e], xn_.data(), in_cache), &moe_gate_[at * ff]});
     jobs.push_back({quant_weights(L.up_exps[e].tier_tensor(), i8s_high_only_),
@@ -90,6 +92,7 @@ bool Context::moe_decode_fused(int layer) {
     set_basis(L.down_exps[e], down_in_[at]);
     downs.push_back({quant_weights(L.down_exps[e].tier_tensor(), i8s_high_only_), &down_in_[at], &moe_out_[at * E]});
   }
+  moe_stats_.expert_bytes += gate_up_bytes + down_bytes;
   // Each expert's down input (SwiGLU, rotation, quantization) is made by
   // the thread that finishes the expert's gate and up rows, while the other
   // goes on reading weights, instead of all of them between the two loops.
@@ -98,14 +101,7 @@ bool Context::moe_decode_fused(int layer) {
     cpu::swiglu(g, &moe_up_[static_cast<size_t>(p) * ff], ff, g);
     fill_input(g, ff, down_in_[static_cast<size_t>(p)]);
   });
-  if (profile_) {
-    uint64_t bytes = 0;
-    for (int j = 0; j < k; ++j) {
-      const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(j)]);
-      bytes += matrix_bytes(L.gate_exps[e]) + matrix_bytes(L.up_exps[e]);
-    }
-    lap(Profile::kExpertsGateUp, bytes);
-  }
+  if (profile_) lap(Profile::kExpertsGateUp, gate_up_bytes);
   // Likewise each expert's output is added to the token's sum as soon as
   // it and every expert before it in id order are done: the same sum, in
   // the same order, as add_in_expert_order after the loop.
@@ -128,11 +124,7 @@ bool Context::moe_decode_fused(int layer) {
       if (next == k || !sum_ready_[static_cast<size_t>(next)].load()) break;
     }
   });
-  if (profile_) {
-    uint64_t bytes = 0;
-    for (int j = 0; j < k; ++j) bytes += matrix_bytes(L.down_exps[static_cast<size_t>(route_ids_[static_cast<size_t>(j)])]);
-    lap(Profile::kExpertsDown, bytes);
-  }
+  if (profile_) lap(Profile::kExpertsDown, down_bytes);
   ++moe_stats_.fused_layers;
   return true;
 }
