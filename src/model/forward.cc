@@ -191,7 +191,7 @@ void Context::matmul(const ref::WeightView& w, const float* x, int n, float* y) 
   // input the way q/k/v and the experts do, quantized into a slot, rather
   // than through the activation cache, which copies the input to compare
   // the next one with. Same kernel, same rows, same results.
-  if (n == 1 && fast_kernels_ && !observer_ && integer_tier(w)) {
+  if (decode_loop({&w}, n)) {
     matmul_shared_input({{&w, y}}, x, 1);
     return;
   }
@@ -252,6 +252,19 @@ void Context::rms_norm_rows(const float* x, const float* weight, int n, int widt
       ref::rms_norm(x + at, weight, width, c_.rms_eps, out + at);
     }
   }
+}
+
+void Context::swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  if (fast_kernels_) {
+    cpu::swiglu(gate, up, n, out);
+  } else {
+    ref::swiglu(gate, up, n, out);
+  }
+}
+
+bool Context::decode_loop(std::initializer_list<const ref::WeightView*> ws, int n) const {
+  if (n != 1 || !fast_kernels_ || observer_) return false;
+  return std::all_of(ws.begin(), ws.end(), [](const ref::WeightView* w) { return integer_tier(*w); });
 }
 
 // QK-norm (if the layer has one) and RoPE for every head of n tokens.
@@ -443,8 +456,8 @@ void Context::matmuls_together(std::span<const QuantJob> jobs, int group_size,
 // other thread goes on with the rest (each call must touch only its output).
 void Context::matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x,
                                   int n, const std::function<void(int)>& done) {
-  bool together = n == 1 && fast_kernels_ && !observer_;
-  for (const auto& [w, y] : outs) together = together && integer_tier(*w);
+  bool together = true;
+  for (const auto& [w, y] : outs) together = together && decode_loop({w}, n);
   if (!together) {
     int i = 0;
     for (const auto& [w, y] : outs) {
@@ -585,12 +598,7 @@ Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits
     }
     matmul_shared_input({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n);
     if (profile_) lap(Profile::kFfnGateUp, matrix_bytes(L.w_gate) + matrix_bytes(L.w_up));
-    const int64_t ff = static_cast<int64_t>(n) * c_.n_ff;
-    if (fast_kernels_) {
-      cpu::swiglu(gate_.data(), up_.data(), ff, gate_.data());
-    } else {
-      ref::swiglu(gate_.data(), up_.data(), ff, gate_.data());
-    }
+    swiglu(gate_.data(), up_.data(), static_cast<int64_t>(n) * c_.n_ff, gate_.data());
     matmul(L.w_down, gate_.data(), n, xn_.data());
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
     if (profile_) lap(Profile::kFfnDown, matrix_bytes(L.w_down));

@@ -180,6 +180,11 @@ class Context {
   void store_kv(int layer, int n_tokens, bool values);
   void finish_projection(int layer, int n_tokens, int which);
   void rms_norm_rows(const float* x, const float* weight, int n, int width, float* out);
+  // out = silu(gate) * up over n values, on the engine's kernels.
+  void swiglu(const float* gate, const float* up, int64_t n, float* out);
+  // Whether matmuls of these weights over n tokens run as decode's one
+  // parallel loop over quantized inputs (matmuls_together).
+  bool decode_loop(std::initializer_list<const ref::WeightView*> ws, int n) const;
   void rope_rows(float* x, int n, int n_heads, const float* norm);
   ref::RopeParams rope_params() const;
   void matmul(const ref::WeightView& w, const float* x, int n, float* y);

@@ -291,17 +291,11 @@ void Context::moe_ffn(int layer, int n) {
     moe_out_.resize(static_cast<size_t>(m) * E);
     matmul(L.gate_exps[static_cast<size_t>(e)], moe_in_.data(), m, moe_gate_.data());
     matmul(L.up_exps[static_cast<size_t>(e)], moe_in_.data(), m, moe_up_.data());
-    if (fast_kernels_) {
-      cpu::swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(m) * ff, moe_gate_.data());
-    } else {
-      ref::swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(m) * ff, moe_gate_.data());
-    }
+    swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(m) * ff, moe_gate_.data());
     matmul(L.down_exps[static_cast<size_t>(e)], moe_gate_.data(), m, moe_out_.data());
     for (int j = 0; j < m; ++j) {
-      float* acc = &moe_acc_[static_cast<size_t>(tokens[static_cast<size_t>(j)]) * E];
-      const float* out = &moe_out_[static_cast<size_t>(j) * E];
-      const float w = weights[static_cast<size_t>(j)];
-      for (int i = 0; i < E; ++i) acc[i] += w * out[i];
+      add_scaled(weights[static_cast<size_t>(j)], &moe_out_[static_cast<size_t>(j) * E], E,
+                 &moe_acc_[static_cast<size_t>(tokens[static_cast<size_t>(j)]) * E]);
     }
   }
   // (The fused decode lapped its two loops itself.)
@@ -314,19 +308,14 @@ void Context::moe_ffn(int layer, int n) {
     moe_out_.resize(static_cast<size_t>(n) * E);
     matmul(L.gate_shexp, xn_.data(), n, moe_gate_.data());
     matmul(L.up_shexp, xn_.data(), n, moe_up_.data());
-    if (fast_kernels_) {
-      cpu::swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(n) * sff, moe_gate_.data());
-    } else {
-      ref::swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(n) * sff, moe_gate_.data());
-    }
+    swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(n) * sff, moe_gate_.data());
     matmul(L.down_shexp, moe_gate_.data(), n, moe_out_.data());
     for (int t = 0; t < n; ++t) {
       const float* xt = &xn_[static_cast<size_t>(t) * E];
       double g = 0.0;
       for (int i = 0; i < E; ++i) g += static_cast<double>(L.shexp_gate[static_cast<size_t>(i)]) * xt[i];
       const auto scale = static_cast<float>(1.0 / (1.0 + std::exp(-g)));
-      float* acc = &moe_acc_[static_cast<size_t>(t) * E];
-      for (int i = 0; i < E; ++i) acc[i] += scale * moe_out_[static_cast<size_t>(t) * E + i];
+      add_scaled(scale, &moe_out_[static_cast<size_t>(t) * E], E, &moe_acc_[static_cast<size_t>(t) * E]);
     }
   }
   std::copy(moe_acc_.begin(), moe_acc_.end(), xn_.begin());

@@ -96,23 +96,6 @@ std::string cpu_name() {
   return "unknown";
 }
 
-// The profile as a JSON member (", \"profile\": [...]"), or nothing.
-std::string profile_json(bool wanted, const Context::Profile& profile) {
-  if (!wanted || profile.tokens == 0) return "";
-  std::string out = ", \"profile\": [";
-  const auto tokens = static_cast<double>(profile.tokens);
-  bool first = true;
-  for (int i = 0; i < Context::Profile::kPhases; ++i) {
-    const Context::Profile::Entry& e = profile.phases[static_cast<size_t>(i)];
-    if (e.seconds == 0 && e.bytes == 0) continue;
-    out += fmt::format("{}{{\"phase\": \"{}\", \"us_per_token\": {:.2f}, \"loop_us_per_token\": {:.2f}, \"bytes_per_token\": {:.0f}}}",
-                       first ? "" : ", ", Context::Profile::name(static_cast<Context::Profile::Phase>(i)),
-                       1e6 * e.seconds / tokens, 1e6 * e.loop_seconds / tokens, static_cast<double>(e.bytes) / tokens);
-    first = false;
-  }
-  return out + "]";
-}
-
 int bench(BenchOptions& o) {
   if (o.n_prompt == 0 && o.n_gen == 0) return fail("bench: -p and -n are both 0, so there is nothing to measure");
   if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
@@ -207,7 +190,7 @@ int bench(BenchOptions& o) {
                 model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
                 static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes), used, f.median, f.min, f.max, b.min,
-                b.max, o.reps, (npu_cli.json(placed) + profile_json(o.profile, profile)).c_str());
+                b.max, o.reps, (npu_cli.json(placed) + (o.profile ? profile_json(profile) : std::string())).c_str());
     if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
     return 0;
   }

@@ -41,4 +41,20 @@ void print_profile(std::FILE* out, const Context::Profile& profile, double probe
   row("total", total, loops, bytes);
 }
 
+std::string profile_json(const Context::Profile& profile) {
+  if (profile.tokens == 0) return "";
+  std::string out = ", \"profile\": [";
+  const auto tokens = static_cast<double>(profile.tokens);
+  bool first = true;
+  for (int i = 0; i < Context::Profile::kPhases; ++i) {
+    const Context::Profile::Entry& e = profile.phases[static_cast<size_t>(i)];
+    if (e.seconds == 0 && e.bytes == 0) continue;
+    out += fmt::format("{}{{\"phase\": \"{}\", \"us_per_token\": {:.2f}, \"loop_us_per_token\": {:.2f}, \"bytes_per_token\": {:.0f}}}",
+                       first ? "" : ", ", Context::Profile::name(static_cast<Context::Profile::Phase>(i)),
+                       1e6 * e.seconds / tokens, 1e6 * e.loop_seconds / tokens, static_cast<double>(e.bytes) / tokens);
+    first = false;
+  }
+  return out + "]";
+}
+
 }  // namespace ork::cli

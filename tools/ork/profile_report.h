@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdio>
+#include <string>
 
 #include "model/forward.h"
 
@@ -11,5 +12,9 @@ namespace ork::cli {
 // bytes per token and the rate they were read at - beside `probe_gbps`, the
 // machine's measured read bandwidth, when it is known (> 0).
 void print_profile(std::FILE* out, const Context::Profile& profile, double probe_gbps);
+
+// The same as a JSON object member, `, "profile": [...]` (empty when no
+// token was profiled).
+std::string profile_json(const Context::Profile& profile);
 
 }  // namespace ork::cli
