@@ -44,9 +44,10 @@ void add_in_expert_order(const int32_t* ids, const float* weights, const float* 
 // up of every routed expert as one parallel loop, then every down as
 // another, instead of three joins per expert. Same kernels and rows as the
 // per-expert loop, so the same results bit for bit. False (and nothing
-// done) when an expert is not a quantized orkpack tier.
+// done) when an expert is not a quantized orkpack tier, or an observer
+// wants to see each matmul.
 bool Context::moe_decode_fused(int layer) {
-  if (!fast_kernels_) return false;
+  if (!fast_kernels_ || observer_) return false;
   const LayerWeights& L = model_.layer(layer);
   const int E = c_.n_embd, k = c_.n_expert_used, ff = c_.n_ff_exp;
   // The routed experts' views are scattered over a layer's table and long

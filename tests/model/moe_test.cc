@@ -281,6 +281,30 @@ TEST(MoeDecode, FusedExpertsMatchTheBatchedPathExactly) {
   EXPECT_EQ(batch.moe_stats().fused_prefill_layers, 4u);
 }
 
+// An observer (how importance matrices are collected) sees every matmul,
+// the routed experts' too, when a single token is evaluated: decode's fused
+// expert loops stand aside for it, as the batched ones do.
+TEST(MoeDecode, AnObserverSeesEveryRoutedExpert) {
+  ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
+  auto model = sotu_moe_i4("sotu-moe-observed.orkpack");
+  ASSERT_TRUE(model.is_ok());
+  const ModelConfig& c = (*model)->config();
+  Context ctx(**model, 32);
+  int experts_seen = 0;
+  ctx.set_observer([&](const ref::WeightView& w, const float*, int) {
+    for (int l = 0; l < c.n_layer; ++l) {
+      const LayerWeights& L = (*model)->layer(l);
+      for (const auto* set : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
+        for (const ref::WeightView& e : *set) experts_seen += &e == &w;
+      }
+    }
+  });
+  const int32_t id = 111;
+  ASSERT_TRUE(ctx.eval(std::span<const int32_t>(&id, 1)).is_ok());
+  EXPECT_EQ(experts_seen, c.n_layer * c.n_expert_used * 3);
+  EXPECT_EQ(ctx.moe_stats().fused_layers, 0u);
+}
+
 // The decode profile: every byte a token reads lands in one phase (the
 // dense weights, the routed experts, the KV cache, exactly), time in loops
 // is part of each phase's time, and profiling changes no logit.
