@@ -191,7 +191,7 @@ void Context::matmul(const ref::WeightView& w, const float* x, int n, float* y) 
   // input the way q/k/v and the experts do, quantized into a slot, rather
   // than through the activation cache, which copies the input to compare
   // the next one with. Same kernel, same rows, same results.
-  if (decode_loop({&w}, n)) {
+  if (decode_loop(w, n)) {
     matmul_shared_input({{&w, y}}, x, 1);
     return;
   }
@@ -262,9 +262,8 @@ void Context::swiglu(const float* gate, const float* up, int64_t n, float* out) 
   }
 }
 
-bool Context::decode_loop(std::initializer_list<const ref::WeightView*> ws, int n) const {
-  if (n != 1 || !fast_kernels_ || observer_) return false;
-  return std::all_of(ws.begin(), ws.end(), [](const ref::WeightView* w) { return integer_tier(*w); });
+bool Context::decode_loop(const ref::WeightView& w, int n) const {
+  return n == 1 && fast_kernels_ && !observer_ && integer_tier(w);
 }
 
 // QK-norm (if the layer has one) and RoPE for every head of n tokens.
@@ -457,7 +456,7 @@ void Context::matmuls_together(std::span<const QuantJob> jobs, int group_size,
 void Context::matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x,
                                   int n, const std::function<void(int)>& done) {
   bool together = true;
-  for (const auto& [w, y] : outs) together = together && decode_loop({w}, n);
+  for (const auto& [w, y] : outs) together = together && decode_loop(*w, n);
   if (!together) {
     int i = 0;
     for (const auto& [w, y] : outs) {

@@ -182,9 +182,9 @@ class Context {
   void rms_norm_rows(const float* x, const float* weight, int n, int width, float* out);
   // out = silu(gate) * up over n values, on the engine's kernels.
   void swiglu(const float* gate, const float* up, int64_t n, float* out);
-  // Whether matmuls of these weights over n tokens run as decode's one
-  // parallel loop over quantized inputs (matmuls_together).
-  bool decode_loop(std::initializer_list<const ref::WeightView*> ws, int n) const;
+  // Whether a matmul of w over n tokens runs in decode's parallel loops
+  // over quantized inputs (matmuls_together).
+  bool decode_loop(const ref::WeightView& w, int n) const;
   void rope_rows(float* x, int n, int n_heads, const float* norm);
   ref::RopeParams rope_params() const;
   void matmul(const ref::WeightView& w, const float* x, int n, float* y);

@@ -7,7 +7,7 @@
 
 namespace ork {
 
-// An orkpack tier the integer kernels read (not f32 or f16).
+// An orkpack tier the integer kernels read (not a float tier).
 bool integer_tier(const ref::WeightView& w);
 
 // Rows [0, n) of x (`cols` wide) padded with zeros to k into f32, rotated
