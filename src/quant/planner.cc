@@ -16,8 +16,8 @@ Result<TierRule> parse_tier_rule(const std::string& text) {
   rule.pattern = text.substr(0, eq);
   const auto tier = tier_from_name(text.substr(eq + 1));
   if (!tier) {
-    return error(StatusCode::kInvalidArgument, "tier rule '{}': unknown tier '{}' (f32 f16 i8 i4 nf4 i5 i6 i8s)", text,
-                 text.substr(eq + 1));
+    return error(StatusCode::kInvalidArgument, "tier rule '{}': unknown tier '{}' ({})", text, text.substr(eq + 1),
+                 tier_names());
   }
   rule.tier = *tier;
   try {

@@ -62,6 +62,12 @@ std::optional<Tier> tier_from_name(std::string_view name) {
 
 std::string_view tier_name(Tier tier) { return tier_info(tier).name; }
 
+std::string tier_names() {
+  std::string names;
+  for (const TierInfo& t : kTiers) names += (names.empty() ? "" : " ") + std::string(t.name);
+  return names;
+}
+
 uint64_t tier_data_bytes(Tier tier, int64_t rows, int64_t k_stored) {
   const auto [b0, b1] = plane_row_bytes(tier, k_stored);
   return static_cast<uint64_t>((b0 + b1) * rows);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace ork {
@@ -34,6 +35,8 @@ const TierInfo& tier_info(Tier tier);
 std::optional<Tier> tier_from_id(uint32_t id);
 std::optional<Tier> tier_from_name(std::string_view name);
 std::string_view tier_name(Tier tier);
+// Every tier's name, space-separated, in id order (for messages and help).
+std::string tier_names();
 
 // f32, f16 and bf16: plain values, no codes and no scales (the float matmul
 // reads them; the integer kernels and engines do not).

@@ -124,7 +124,7 @@ Runner add_pack(CLI::App& app) {
   app.add_option("--calib-chunks", c->calib_chunks, "Calibration windows")->capture_default_str();
   app.add_option("--tier", c->rules, "Rule 'regex=tier' fixing matching tensors (repeatable; later rules win)");
   app.add_option("--tiers", c->tiers_file, "Tier map file ('tensor = tier' lines), wins over rules")->check(CLI::ExistingFile);
-  app.add_option("--uniform", c->uniform, "Every matrix at one tier: i4 nf4 i5 i6 i8 i8s f16 bf16 f32");
+  app.add_option("--uniform", c->uniform, "Every matrix at one tier: " + tier_names());
   app.add_option("--write-tiers", c->write_tiers, "Where to write the tier map (default: <output>.tiers)");
   app.add_flag("--no-rotate", c->no_rotate, "Never rotate (default: rotate each tensor where it measures better)");
   app.add_flag("--no-gptq", c->no_gptq,
