@@ -23,7 +23,9 @@ Result<TokenStream> tokenize_file(const Model& model, const std::string& path, s
     // Characters spelled by some token, with "▁" read as a space.
     std::set<std::string> known = {" ", "\n"};
     for (int32_t id = 0; id < tok->n_vocab(); ++id) {
-      for (std::string_view ch : unicode::split_chars(tok->piece(id))) known.insert(std::string(ch));
+      // split_chars returns views into its argument: the piece must outlive the loop.
+      const std::string piece = tok->piece(id);
+      for (std::string_view ch : unicode::split_chars(piece)) known.insert(std::string(ch));
     }
     std::string kept;
     kept.reserve(text.size());
