@@ -8,7 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then $SUDO dpkg --add-architecture arm64; fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-  build-essential cmake ninja-build pkg-config clang \
+  build-essential cmake ninja-build pkg-config clang python3 \
   libfmt-dev libcli11-dev libpcre2-dev libicu-dev libhwy-dev nlohmann-json3-dev \
   libgtest-dev libgmock-dev libbenchmark-dev
 # The ARM (aarch64) cross build and its test runner.

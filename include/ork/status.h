@@ -22,6 +22,8 @@ enum class StatusCode {
   kCorrupt,          // a file whose bytes contradict its own format
   kIo,               // the operating system refused (open, mmap, write)
   kInternal,         // an invariant of ork itself broke
+  kResourceExhausted,  // not enough memory (or another resource) for the request
+  kNumerical,        // a computation produced NaN or infinity
 };
 
 const char* status_code_name(StatusCode code);

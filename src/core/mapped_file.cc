@@ -1,5 +1,7 @@
 #include "core/mapped_file.h"
 
+#include "core/memory.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -56,14 +58,11 @@ void HugePages::release_to(void** base, size_t* mapped_bytes) {
 }
 
 bool MappedFile::resident_fits(size_t bytes) {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return bytes + (size_t{512} << 20) <= kib * 1024;
-  }
-  return true;  // no /proc/meminfo: nothing to go by
+  const std::optional<uint64_t> available = available_memory_bytes();
+  if (!available) return true;  // nothing to go by: try
+  // Room for the rest of the process: 512 MiB, or a quarter of a small budget.
+  const uint64_t margin = std::min<uint64_t>(uint64_t{512} << 20, *available / 4);
+  return bytes + margin <= *available;
 }
 
 MappedFile::~MappedFile() { release(); }

@@ -32,7 +32,8 @@ class MappedFile {
   enum class Residency { kMapped, kResident };
 
   // kResident falls back to a mapping (resident() false) when the file
-  // would not fit in the memory the kernel reports available, less 512 MiB:
+  // would not fit in the memory available (the kernel's figure, capped by the
+  // memory cgroup), less 512 MiB or a quarter of it, whichever is smaller:
   // a copy that pushes the machine into swap or the OOM killer is worse than
   // a slower decode.
   static Result<MappedFile> open(const std::string& path, Residency residency = Residency::kMapped);

@@ -11,6 +11,8 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kCorrupt: return "corrupt";
     case StatusCode::kIo: return "i/o error";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kResourceExhausted: return "out of memory";
+    case StatusCode::kNumerical: return "numerical error";
   }
   return "unknown";
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <new>
 
 #include "core/thread_pool.h"
 #include "engines/npu/npu_engine.h"
@@ -538,7 +539,39 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
   return logits;
 }
 
+uint64_t Context::memory_bytes(const ModelConfig& c, int n_ctx, int n_batch, bool fast_kernels) {
+  const auto positions = static_cast<uint64_t>(std::max(n_ctx, 1));
+  const auto batch = static_cast<uint64_t>(std::max(n_batch, 1));
+  const uint64_t cache = 2ull * static_cast<uint64_t>(c.n_layer) * positions * static_cast<uint64_t>(c.kv_dim()) *
+                         (fast_kernels ? 2 : 4);
+  // x, xn, q, k, v, attn, gate, up per token; the logits; the scores.
+  const uint64_t per_token = 2ull * c.n_embd + 2ull * c.q_dim() + 2ull * c.kv_dim() +
+                             2ull * static_cast<uint64_t>(std::max(c.n_ff, c.n_ff_exp)) + static_cast<uint64_t>(c.n_vocab);
+  return cache + 4 * (batch * per_token + positions * static_cast<uint64_t>(c.n_head));
+}
+
 Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
+  // The forward pass allocates only its cache and scratch; a request too
+  // large for the machine is an error, never an exception out of the library.
+  try {
+    ORK_RETURN_IF_ERROR(eval_batch(tokens, logits, all_logits));
+  } catch (const std::bad_alloc&) {
+    return error(StatusCode::kResourceExhausted,
+                 "eval: cannot allocate the KV cache and buffers for {} positions ({:.1f} MiB); use a smaller context",
+                 n_ctx_, static_cast<double>(memory_bytes(c_, n_ctx_, static_cast<int>(tokens.size()), fast_kernels_)) / (1 << 20));
+  }
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!std::isfinite(logits[i])) {
+      return error(StatusCode::kNumerical,
+                   "eval: logit {} of token {} is {} at position {}: the model's weights hold NaN or infinite values, "
+                   "or overflowed", i % static_cast<size_t>(c_.n_vocab), i / static_cast<size_t>(c_.n_vocab), logits[i],
+                   n_past_ - static_cast<int>(tokens.size()));
+    }
+  }
+  return Status::ok();
+}
+
+Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
   const int n = static_cast<int>(tokens.size());
   if (n == 0) return error(StatusCode::kInvalidArgument, "eval: no tokens");
   if (n_past_ + n > n_ctx_) {

@@ -35,12 +35,21 @@ class Context {
   // pool: threads that split each matmul's rows (null: the global pool).
   Context(const Model& model, int n_ctx = 0, ThreadPool* pool = nullptr);
   ~Context();
+
+  // Bytes a Context of n_ctx positions allocates: its KV cache (f16 on the
+  // fast path, f32 on the reference path) and its scratch for batches of up
+  // to n_batch tokens. What a caller checks against the memory available
+  // before it makes one.
+  static uint64_t memory_bytes(const ModelConfig& c, int n_ctx, int n_batch, bool fast_kernels = true);
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
   // Evaluates `tokens` at positions n_past()..n_past()+n-1 as one batch and
   // appends them to the cache. Returns the logits of the last token (n_vocab
   // floats), or of every token when `all_logits` is set (n x n_vocab).
+  // Fails with kResourceExhausted when the cache or scratch cannot be
+  // allocated, and with kNumerical when a logit is NaN or infinite (broken
+  // weights): the cache then holds the batch, which the caller may truncate.
   Result<std::vector<float>> eval(std::span<const int32_t> tokens, bool all_logits = false);
   // The same into `logits`, resized to fit: a decode loop that passes one
   // vector every time reuses its storage (a fresh 128 KB vector per token
@@ -128,6 +137,7 @@ class Context {
   void truncate(int pos) { n_past_ = pos < n_past_ ? pos : n_past_; }
 
  private:
+  Status eval_batch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits);
   void embed(int32_t token, float* out);
   void attention(int layer, int n_tokens);
   void moe_ffn(int layer, int n_tokens);

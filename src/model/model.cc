@@ -1,5 +1,11 @@
 #include "model/model.h"
 
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "core/escape.h"
 #include "format/gguf/dequant.h"
 
 namespace ork {
@@ -26,7 +32,7 @@ class Binder {
                    shape(t.dims), cols, rows);
     }
     *out = t.view;
-    return Status::ok();
+    return check_float_matrix(name, t.view);
   }
 
   // Mixture-of-experts matrices [cols, rows] per expert: a 3-D GGUF tensor
@@ -46,6 +52,7 @@ class Binder {
       return error(StatusCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}, {}]", path(), name,
                    shape(t.dims), cols, rows, n_expert);
     }
+    ORK_RETURN_IF_ERROR(check_float_matrix(name, t.view));
     const uint64_t expert_bytes = t.view.row_bytes * static_cast<uint64_t>(rows);
     for (int64_t e = 0; e < n_expert; ++e) {
       ref::WeightView v = t.view;
@@ -65,7 +72,39 @@ class Binder {
     }
     out->resize(static_cast<size_t>(n));
     ref::dequantize_row(t.view, 0, out->data());
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite((*out)[static_cast<size_t>(i)])) {
+        return error(StatusCode::kCorrupt, "{}: tensor '{}' holds {} at {}; ork refuses values that are not finite",
+                     path(), escape_text(name), (*out)[static_cast<size_t>(i)], i);
+      }
+    }
     return Status::ok();
+  }
+
+  // A GGUF's float matrices are scanned for NaN and infinity at load (an
+  // orkpack's are when it is opened; block-quantized types are not: a bad
+  // block scale shows as a non-finite logit, which eval refuses).
+  Status check_float_matrix(const std::string& name, const ref::WeightView& v) const {
+    if (v.is_tier) return Status::ok();
+    const uint64_t n = static_cast<uint64_t>(v.cols) * static_cast<uint64_t>(v.rows);
+    int64_t bad = -1;
+    if (v.type == GgmlType::kF32) {
+      for (uint64_t i = 0; i < n && bad < 0; ++i) {
+        float x;
+        std::memcpy(&x, v.data + 4 * i, 4);
+        if (!std::isfinite(x)) bad = static_cast<int64_t>(i);
+      }
+    } else if (v.type == GgmlType::kF16 || v.type == GgmlType::kBF16) {
+      const uint16_t exponent = v.type == GgmlType::kF16 ? 0x7C00 : 0x7F80;
+      for (uint64_t i = 0; i < n && bad < 0; ++i) {
+        uint16_t h;
+        std::memcpy(&h, v.data + 2 * i, 2);
+        if ((h & exponent) == exponent) bad = static_cast<int64_t>(i);
+      }
+    }
+    if (bad < 0) return Status::ok();
+    return error(StatusCode::kCorrupt, "{}: tensor '{}' holds a value that is not finite in row {}; ork refuses it",
+                 path(), escape_text(name), bad / v.cols);
   }
 
   bool has(const std::string& name) const {
@@ -74,8 +113,24 @@ class Binder {
 
   const std::string& path() const { return pack_ != nullptr ? pack_->path() : gguf_.path(); }
 
+  // Every tensor of the file that no bind step asked for, in file order.
+  std::vector<std::string> unused() const {
+    std::vector<std::string> out;
+    if (pack_ != nullptr) {
+      for (const OrkpackTensor& t : pack_->tensors()) {
+        if (used_.count(t.spec.name) == 0) out.push_back(t.spec.name);
+      }
+    } else {
+      for (const GgufTensorInfo& t : gguf_.tensors()) {
+        if (used_.count(t.name) == 0) out.push_back(t.name);
+      }
+    }
+    return out;
+  }
+
  private:
   Result<TensorEntry> find(const std::string& name) const {
+    used_.insert(name);
     TensorEntry e;
     if (pack_ != nullptr) {
       const OrkpackTensor* t = pack_->find_tensor(name);
@@ -116,7 +171,29 @@ class Binder {
   const GgufFile& gguf_;
   const OrkpackFile* pack_;
   std::deque<std::string>* names_;
+  mutable std::set<std::string> used_;
 };
+
+// A file whose tensors are not the ones its metadata describes (a block
+// count too small, tensors of another architecture) must not run as if it
+// were a smaller model: llama.cpp refuses such files too.
+Status check_nothing_left(const Binder& b, const ModelConfig& c) {
+  const std::vector<std::string> left = b.unused();
+  if (left.empty()) return Status::ok();
+  const std::string& first = left.front();
+  if (first.rfind("blk.", 0) == 0) {
+    const int block = std::atoi(first.c_str() + 4);
+    if (block >= c.n_layer) {
+      return error(StatusCode::kCorrupt,
+                   "{}: tensor '{}' belongs to block {}, but metadata '{}.block_count' = {} ({} tensors are not part "
+                   "of the model)",
+                   b.path(), escape_text(first), block, c.arch->name, c.n_layer, left.size());
+    }
+  }
+  return error(StatusCode::kCorrupt,
+               "{}: tensor '{}' is not part of a {} model ({} such tensors): the file and its metadata disagree",
+               b.path(), escape_text(first), c.arch->name, left.size());
+}
 
 }  // namespace
 
@@ -206,7 +283,7 @@ Status Model::bind() {
       ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_down_shexp.weight", c.n_ff_shexp, c.n_embd, &l.down_shexp));
     }
   }
-  return Status::ok();
+  return check_nothing_left(b, c);
 }
 
 uint64_t matrix_bytes(const ref::WeightView& w) {

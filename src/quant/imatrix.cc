@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/escape.h"
 #include "format/gguf/gguf_writer.h"
 #include "model/forward.h"
 #include "quant/rotation.h"
@@ -107,6 +108,11 @@ Status ImportanceMatrix::save(const std::string& path, const std::string& source
 
 Result<ImportanceMatrix> ImportanceMatrix::load(const std::string& path) {
   ORK_ASSIGN_OR_RETURN(GgufFile g, GgufFile::open(path));
+  return parse(g);
+}
+
+Result<ImportanceMatrix> ImportanceMatrix::parse(const GgufFile& g) {
+  const std::string& path = g.path();
   if (g.find_string("general.type") != "imatrix") {
     return error(StatusCode::kInvalidArgument, "{}: not an ork importance matrix (general.type is not 'imatrix')", path);
   }
@@ -116,13 +122,14 @@ Result<ImportanceMatrix> ImportanceMatrix::load(const std::string& path) {
   for (const GgufTensorInfo& t : g.tensors()) {
     const bool is_cov = t.dims.size() == 2 && t.dims[0] == t.dims[1];
     if (t.type != GgmlType::kF32 || (t.dims.size() != 1 && !is_cov)) {
-      return error(StatusCode::kCorrupt, "{}: tensor '{}' is not an F32 vector or square matrix", path, t.name);
+      return error(StatusCode::kCorrupt, "{}: tensor '{}' is not an F32 vector or square matrix", path,
+                   escape_text(t.name));
     }
     std::vector<float> values(t.elems);
     std::memcpy(values.data(), t.data, t.bytes);
     for (float v : values) {
       if (!std::isfinite(v) || (!is_cov && v < 0.0f)) {
-        return error(StatusCode::kCorrupt, "{}: tensor '{}' holds {}", path, t.name, v);
+        return error(StatusCode::kCorrupt, "{}: tensor '{}' holds {}", path, escape_text(t.name), v);
       }
     }
     const auto ends_with = [&](const std::string& suffix) {
@@ -135,7 +142,19 @@ Result<ImportanceMatrix> ImportanceMatrix::load(const std::string& path) {
     } else if (ends_with(".in_sq")) {
       m.entries_[t.name.substr(0, t.name.size() - 6)].raw = std::move(values);
     } else {
-      return error(StatusCode::kCorrupt, "{}: unexpected tensor '{}'", path, t.name);
+      return error(StatusCode::kCorrupt, "{}: unexpected tensor '{}'", path, escape_text(t.name));
+    }
+  }
+  // The three views of one input must describe the same K.
+  for (const auto& [name, v] : m.entries_) {
+    const size_t k = v.raw.size();
+    if (k == 0) return error(StatusCode::kCorrupt, "{}: entry '{}' has no '.in_sq' vector", path, escape_text(name));
+    if (!v.rotated.empty() && v.rotated.size() != static_cast<size_t>(tier_stored_k(static_cast<int64_t>(k)))) {
+      return error(StatusCode::kCorrupt, "{}: entry '{}': '.in_sq_rot' has {} values, '.in_sq' {}", path,
+                   escape_text(name), v.rotated.size(), k);
+    }
+    if (!v.cov.empty() && v.cov.size() != k * k) {
+      return error(StatusCode::kCorrupt, "{}: entry '{}': '.in_cov' is not {} x {}", path, escape_text(name), k, k);
     }
   }
   return m;

@@ -16,6 +16,7 @@
 
 namespace ork {
 
+class GgufFile;
 class Model;
 
 struct ImportanceVectors {
@@ -36,6 +37,8 @@ class ImportanceMatrix {
   static Result<ImportanceMatrix> collect(const Model& model, const std::vector<int32_t>& tokens, int n_ctx,
                                           uint64_t rotation_seed, int bos, const std::function<void(int, int)>& progress);
   static Result<ImportanceMatrix> load(const std::string& path);
+  // The same from a GGUF already parsed (errors name gguf.path()).
+  static Result<ImportanceMatrix> parse(const GgufFile& gguf);
   Status save(const std::string& path, const std::string& source) const;
 
   // Null when the weight was never a matmul input in the calibration run.

@@ -6,8 +6,10 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <thread>
 
+#include "core/escape.h"
 #include "core/half.h"
 #include "format/gguf/dequant.h"
 #include "format/gguf/gguf.h"
@@ -43,6 +45,19 @@ std::vector<float> load_rows(const GgufTensorInfo& t, int64_t k_stored, bool rot
     if (rotated) rotate(row, k_stored, rotation_block(k_stored), seed);
   }
   return out;
+}
+
+// Weights that are not finite would quantize to garbage scales and pass
+// NaN through every token: refused, naming the tensor and the place.
+Status check_finite(const std::string& file, const GgufTensorInfo& t, const std::vector<float>& w, int64_t k_stored,
+                    const std::vector<int64_t>* rows = nullptr) {
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (std::isfinite(w[i])) continue;
+    const auto r = static_cast<int64_t>(i) / k_stored;
+    return error(StatusCode::kCorrupt, "{}: tensor '{}' holds {} in row {}: ork refuses weights that are not finite",
+                 file, escape_text(t.name), w[i], rows != nullptr ? (*rows)[static_cast<size_t>(r)] : r);
+  }
+  return Status::ok();
 }
 
 // Importance in the basis the tensor is stored in (k_stored values), or
@@ -167,11 +182,11 @@ Result<std::optional<Tier>> fixed_tier(const PackOptions& o, const GgufTensorInf
   std::vector<PlanTensor> one(1);
   one[0].name = t.name;
   for (uint32_t id = 0; id < kTierCount; ++id) one[0].options.push_back({*tier_from_id(id), 0, 0.0});
-  ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map));
+  ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map.tiers));
   return one[0].fixed;
 }
 
-Measured measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t seed, std::optional<Tier> fixed) {
+Result<Measured> measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t seed, std::optional<Tier> fixed) {
   Measured m;
   m.plan.name = t.name;
   m.plan.params = t.elems;
@@ -189,6 +204,7 @@ Measured measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t seed, s
   for (bool rotated : {false, true}) {
     if (rotated && (!o.rotate || !may_rotate(t))) continue;
     const std::vector<float> w = load_rows(t, ks, rotated, seed, &sample);
+    if (!rotated) ORK_RETURN_IF_ERROR(check_finite(o.input, t, w, ks, &sample));
     const std::vector<float> imp = importance_for(o, t, ks, rotated);
     const std::optional<Hessian> hs = hessian_for(o, t, ks, rotated);
     std::vector<uint8_t> data;
@@ -306,6 +322,71 @@ Status ordered_parallel(size_t n, int threads, const std::function<Result<T>(siz
   return status;
 }
 
+void warn(const PackOptions& o, const std::string& message) {
+  if (o.warn) o.warn(message);
+}
+
+// The tier map, the rules and the importance matrix checked against the
+// model before any work: a name that matches nothing is a mistake the
+// user would otherwise find only in the result.
+Status check_inputs(const PackOptions& o, const std::vector<GgufTensorInfo>& units) {
+  std::map<std::string, const GgufTensorInfo*> by_name;
+  for (const GgufTensorInfo& t : units) by_name[t.name] = &t;
+  for (const auto& [name, tier] : o.tier_map.tiers) {
+    const auto line = o.tier_map.lines.find(name);
+    const std::string where =
+        fmt::format("{}:{}", o.tier_map.source, line != o.tier_map.lines.end() ? line->second : 0);
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      return error(StatusCode::kInvalidArgument, "{}: tensor '{}' is not in {}", where, escape_text(name), o.input);
+    }
+    if (!is_matrix(*it->second)) {
+      return error(StatusCode::kInvalidArgument, "{}: tensor '{}' is a vector, which stays f32; only matrices take a tier",
+                   where, escape_text(name));
+    }
+    if (is_router(name)) {
+      warn(o, fmt::format("{}: '{}' is a MoE router, which keeps its values exactly ({}); its line is ignored", where,
+                          escape_text(name), tier_name(router_tier(*it->second))));
+    }
+  }
+  for (const TierRule& rule : o.rules) {
+    const std::regex re(rule.pattern);
+    const bool any = std::any_of(units.begin(), units.end(),
+                                 [&](const GgufTensorInfo& t) { return is_matrix(t) && std::regex_search(t.name, re); });
+    if (!any) warn(o, fmt::format("tier rule '{}={}' matches no matrix of {}", rule.pattern, tier_name(rule.tier), o.input));
+  }
+  if (o.imatrix == nullptr) return Status::ok();
+  size_t matched = 0;
+  std::string unknown;
+  for (const auto& [name, v] : o.imatrix->entries()) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      if (unknown.empty()) unknown = name;
+      continue;
+    }
+    const auto k = static_cast<size_t>(it->second->ne(0));
+    if (!v.raw.empty() && v.raw.size() != k) {
+      return error(StatusCode::kInvalidArgument,
+                   "importance matrix {}: entry '{}' has {} columns, but the tensor in {} has {}: was it collected on "
+                   "another model?",
+                   o.calibration_source, escape_text(name), v.raw.size(), o.input, k);
+    }
+    ++matched;
+  }
+  if (matched == 0 && !o.imatrix->entries().empty()) {
+    return error(StatusCode::kInvalidArgument,
+                 "importance matrix {}: none of its {} entries names a tensor of {} (first: '{}'): it was collected on "
+                 "another model",
+                 o.calibration_source, o.imatrix->entries().size(), o.input, escape_text(unknown));
+  }
+  if (matched < o.imatrix->entries().size()) {
+    warn(o, fmt::format("importance matrix {}: {} of its {} entries name no tensor of {} (first: '{}')",
+                        o.calibration_source, o.imatrix->entries().size() - matched, o.imatrix->entries().size(),
+                        o.input, escape_text(unknown)));
+  }
+  return Status::ok();
+}
+
 int pack_threads(const PackOptions& o) {
   if (o.threads > 0) return o.threads;
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -321,6 +402,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
                  o.rotation_seed);
   }
   const std::vector<GgufTensorInfo> units = packing_units(in);
+  ORK_RETURN_IF_ERROR(check_inputs(o, units));
   for (const GgufTensorInfo& t : in.tensors()) {
     if (!can_dequantize(t.type)) {
       return error(StatusCode::kUnsupported, "{}: tensor '{}' has type {}, which ork cannot read yet", o.input, t.name,
@@ -339,7 +421,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
         const GgufTensorInfo& t = units[i];
         if (!is_matrix(t)) return MaybeMeasured();
         ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t));
-        Measured m = measure(o, t, o.rotation_seed, fixed);
+        ORK_ASSIGN_OR_RETURN(Measured m, measure(o, t, o.rotation_seed, fixed));
         if (is_router(t.name)) m.router = fixed;
         return MaybeMeasured(std::move(m));
       },
@@ -363,7 +445,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
     if (m.router) {
       one[0].fixed = *m.router;
     } else {
-      ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map));
+      ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map.tiers));
     }
     PlanTensor p = one[0];
     if (!p.fixed) {
@@ -396,8 +478,8 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
                                  o.bpw.value_or(0.0), 8.0 * static_cast<double>(smallest + fixed_bytes) / static_cast<double>(params));
     budget = smallest;
   }
-  using TierMap = std::map<std::string, Tier>;
-  ORK_ASSIGN_OR_RETURN(TierMap tiers, plan_tiers(plan_input, budget));
+  using Tiers = std::map<std::string, Tier>;
+  ORK_ASSIGN_OR_RETURN(Tiers tiers, plan_tiers(plan_input, budget));
 
   report.params = params;
   report.tier_map = tiers;
@@ -444,6 +526,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
         }
         spec.rotation_block = p.rotated ? static_cast<uint32_t>(rotation_block(ks)) : 0;
         const std::vector<float> w = load_rows(t, ks, p.rotated, o.rotation_seed);
+        ORK_RETURN_IF_ERROR(check_finite(o.input, t, w, ks));
         const std::vector<float> imp = is_matrix(t) ? importance_for(o, t, ks, p.rotated) : std::vector<float>{};
         const std::optional<Hessian> hs = is_matrix(t) ? hessian_for(o, t, ks, p.rotated) : std::nullopt;
         p.data.resize(tier_data_bytes(spec.tier, rows, ks));

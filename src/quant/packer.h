@@ -30,13 +30,16 @@ struct PackOptions {
   const ImportanceMatrix* imatrix = nullptr;
   std::string calibration_source;   // recorded in the metadata
   std::vector<TierRule> rules;
-  std::map<std::string, Tier> tier_map;
+  TierMap tier_map;                 // checked against the model's tensors before any work
   bool rotate = true;               // rotate tensors where it measures better
   bool gptq = true;                 // error-correcting rounding where the imatrix has covariances
   uint64_t rotation_seed = kDefaultRotationSeed;
   std::vector<Tier> candidates = {Tier::kI4, Tier::kNf4, Tier::kI5, Tier::kI6, Tier::kI8};
   int sample_rows = 256;            // rows per tensor measured for the plan
   int threads = 0;                  // tensors quantized side by side (0: all cores)
+  // Called with each warning found before the work starts (a rule that
+  // matches nothing, importance-matrix entries the model does not have).
+  std::function<void(const std::string&)> warn;
 };
 
 struct PackedTensorReport {

@@ -5,6 +5,8 @@
 #include <queue>
 #include <sstream>
 
+#include "core/escape.h"
+
 namespace ork {
 
 Result<TierRule> parse_tier_rule(const std::string& text) {
@@ -28,29 +30,47 @@ Result<TierRule> parse_tier_rule(const std::string& text) {
   return rule;
 }
 
-Result<std::map<std::string, Tier>> read_tier_map(const std::string& path) {
-  std::ifstream in(path);
+Result<TierMap> read_tier_map(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) return error(StatusCode::kIo, "{}: cannot read the tier map", path);
-  std::map<std::string, Tier> map;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    auto trim = [](std::string s) {
-      const size_t a = s.find_first_not_of(" \t\r");
-      const size_t b = s.find_last_not_of(" \t\r");
-      return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
-    };
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_tier_map(text, path);
+}
+
+Result<TierMap> parse_tier_map(std::string_view text, const std::string& source) {
+  TierMap map;
+  map.source = source;
+  auto trim = [](std::string_view s) {
+    const size_t a = s.find_first_not_of(" \t\r");
+    const size_t b = s.find_last_not_of(" \t\r");
+    return a == std::string_view::npos ? std::string_view() : s.substr(a, b - a + 1);
+  };
+  int n = 0;
+  for (size_t at = 0; at < text.size();) {
+    ++n;
+    const size_t end = std::min(text.find('\n', at), text.size());
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     line = trim(line);
     if (line.empty()) continue;
     const size_t eq = line.find('=');
-    if (eq == std::string::npos) return error(StatusCode::kInvalidArgument, "{}:{}: expected 'tensor = tier'", path, n);
-    const std::string name = trim(line.substr(0, eq));
-    const std::string tier_text = trim(line.substr(eq + 1));
+    if (eq == std::string_view::npos) {
+      return error(StatusCode::kInvalidArgument, "{}:{}: expected 'tensor = tier'", source, n);
+    }
+    const std::string name(trim(line.substr(0, eq)));
+    const std::string tier_text(trim(line.substr(eq + 1)));
     const auto tier = tier_from_name(tier_text);
     if (name.empty() || !tier) {
-      return error(StatusCode::kInvalidArgument, "{}:{}: '{}' is not 'tensor = tier' with a known tier", path, n, line);
+      return error(StatusCode::kInvalidArgument, "{}:{}: '{}' is not 'tensor = tier' with a known tier ({})", source, n,
+                   escape_text(line), tier_names());
     }
-    map[name] = *tier;
+    if (const auto it = map.lines.find(name); it != map.lines.end()) {
+      return error(StatusCode::kInvalidArgument, "{}:{}: tensor '{}' is already given a tier on line {}", source, n,
+                   escape_text(name), it->second);
+    }
+    map.tiers[name] = *tier;
+    map.lines[name] = n;
   }
   return map;
 }

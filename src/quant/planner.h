@@ -37,8 +37,20 @@ struct TierRule {
 
 // Parses "regex=tier" (as given to --tier).
 Result<TierRule> parse_tier_rule(const std::string& text);
-// Reads a tier map: one "tensor = tier" per line; '#' starts a comment.
-Result<std::map<std::string, Tier>> read_tier_map(const std::string& path);
+
+// A tier map as read from a file: each tensor's tier and the line that set
+// it, so that a check against the model can name the line.
+struct TierMap {
+  std::string source;  // the file, for messages
+  std::map<std::string, Tier> tiers;
+  std::map<std::string, int> lines;
+  bool empty() const { return tiers.empty(); }
+};
+// Reads a tier map: one "tensor = tier" per line; '#' starts a comment. A
+// tensor named twice is an error naming both lines.
+Result<TierMap> read_tier_map(const std::string& path);
+// The same from text already in memory; `source` names it in messages.
+Result<TierMap> parse_tier_map(std::string_view text, const std::string& source);
 std::string format_tier_map(const std::map<std::string, Tier>& tiers);
 
 // Applies rules (later rules win) and a map (wins over rules) to `fixed`.

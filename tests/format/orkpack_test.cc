@@ -102,12 +102,20 @@ TEST(Orkpack, RoundTrip) {
 
 TEST(Orkpack, WriterRemovesItsTempFileWhenAbandoned) {
   const std::string path = temp_path("abandoned.orkpack");
+  auto temporaries = [] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir())) {
+      n += e.path().filename().string().rfind(".abandoned.orkpack.ork-", 0) == 0;
+    }
+    return n;
+  };
   {
     auto w = OrkpackWriter::create(path, sample_metadata());
     ASSERT_TRUE(w.is_ok());
-    EXPECT_TRUE(std::filesystem::exists(path + ".tmp"));
+    EXPECT_EQ(temporaries(), 1);
+    EXPECT_FALSE(std::filesystem::exists(path));  // nothing under the final name until finish()
   }
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_EQ(temporaries(), 0);
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 

@@ -158,7 +158,7 @@ TEST(Pack, TierMapRoundTrips) {
   }
   auto map = read_tier_map(map_path);
   ASSERT_TRUE(map.is_ok()) << map.status().to_string();
-  EXPECT_EQ(*map, first.tier_map);
+  EXPECT_EQ(map->tiers, first.tier_map);
   PackOptions again;
   again.output = ::testing::TempDir() + "/b.orkpack";
   again.tier_map = *map;
@@ -200,6 +200,63 @@ TEST(Pack, BadRulesAndMapsAreClearErrors) {
     out << "blk.0.attn_q.weight = i4\nnonsense line\n";
   }
   EXPECT_NE(read_tier_map(path).status().message().find("bad.tiers:2"), std::string::npos);
+  auto twice = parse_tier_map("a.weight = i4\n# c\na.weight = i8\n", "m.tiers");
+  ASSERT_FALSE(twice.is_ok());
+  EXPECT_NE(twice.status().message().find("m.tiers:3: tensor 'a.weight' is already given a tier on line 1"),
+            std::string::npos)
+      << twice.status().message();
+}
+
+// A tier map, a rule or an importance matrix that does not fit the model
+// is found before any tensor is measured, with the line that is wrong.
+TEST(Pack, InputsThatDoNotFitTheModelAreRefusedBeforeWork) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto packs = [&](PackOptions o, std::vector<std::string>* warnings = nullptr) {
+    o.input = testing::testdata(kModel);
+    o.output = ::testing::TempDir() + "/refused.orkpack";
+    o.warn = [&](const std::string& w) {
+      if (warnings != nullptr) warnings->push_back(w);
+    };
+    bool progressed = false;
+    auto r = pack_model(o, [&](int, size_t, size_t, const std::string&) { progressed = true; });
+    EXPECT_FALSE(progressed && !r.is_ok()) << "refused only after work: " << r.status().message();
+    return r;
+  };
+  PackOptions unknown;
+  unknown.tier_map = *parse_tier_map("blk.0.attn_q.weight = i8\nblk.0.attn_qq.weight = i4\n", "edited.tiers");
+  auto r = packs(unknown);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("edited.tiers:2: tensor 'blk.0.attn_qq.weight' is not in"), std::string::npos)
+      << r.status().message();
+  PackOptions vector;
+  vector.tier_map = *parse_tier_map("blk.0.attn_norm.weight = i4\n", "v.tiers");
+  r = packs(vector);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("v.tiers:1: tensor 'blk.0.attn_norm.weight' is a vector"), std::string::npos)
+      << r.status().message();
+  // A rule that matches nothing is a warning: the pack goes on.
+  PackOptions rule;
+  rule.rules.push_back(*parse_tier_rule("no_such_tensor=i8"));
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(packs(rule, &warnings).is_ok());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("tier rule 'no_such_tensor=i8' matches no matrix"), std::string::npos) << warnings[0];
+  // An importance matrix of another model: same names, other widths.
+  const char* kOther = "models/stories260K-f32.gguf";
+  ORK_REQUIRE_TESTDATA(kOther);
+  auto other = Model::load(testing::testdata(kOther));
+  ASSERT_TRUE(other.is_ok());
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 64; ++i) tokens.push_back(3 + (i * 7919) % 500);
+  auto m = ImportanceMatrix::collect(**other, tokens, 32, kDefaultRotationSeed, 1, nullptr);
+  ASSERT_TRUE(m.is_ok());
+  PackOptions foreign;
+  foreign.imatrix = &*m;
+  foreign.calibration_source = "s260.imatrix";
+  r = packs(foreign);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("importance matrix s260.imatrix: entry '"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("has 64 columns, but the tensor in"), std::string::npos) << r.status().message();
 }
 
 TEST(Planner, GreedyOnTheHullPrefersTheBestGainPerByte) {

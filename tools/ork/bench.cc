@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "builtin_model.h"
 #include "commands.h"
 #include "load_model.h"
 #include "profile_report.h"
@@ -21,7 +22,6 @@
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/targets.h"
 #include "model/forward.h"
-#include "model/synth.h"
 
 namespace ork::cli {
 namespace {
@@ -102,11 +102,7 @@ int bench(BenchOptions& o) {
   ThreadPool& pool = ThreadPool::global();
   std::unique_ptr<Model> model;
   if (o.model.empty()) {
-    SynthOptions s;
-    synth_preset("tiny", &s);
-    auto bytes = synth_write_memory(s);
-    auto g = GgufFile::parse(MappedFile::from_bytes(std::move(bytes).value(), "<built-in synthetic>"));
-    auto m = Model::load(std::move(g).value());
+    auto m = load_builtin_model();
     if (!m.is_ok()) return fail(m.status().to_string());
     model = std::move(m).value();
   } else {
@@ -116,6 +112,7 @@ int bench(BenchOptions& o) {
   }
   const ModelConfig& c = model->config();
   const int n_ctx = std::min(c.n_ctx_train, o.n_prompt + o.n_gen + 1);
+  if (Status st = check_context(*model, n_ctx, std::max(1, o.n_prompt)); !st.is_ok()) return fail(st.to_string());
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> tok(3, c.n_vocab - 1);
   std::fprintf(stderr, "ork: measuring read bandwidth (%d threads)...\n", pool.size());
@@ -222,7 +219,7 @@ int bench(BenchOptions& o) {
 
 Runner add_bench(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  app.add_option("-m,--model", o->model, "Model (GGUF or orkpack; default: the built-in synthetic one)");
+  app.add_option("-m,--model", o->model, "Model (GGUF or orkpack; default: the built-in stories260K)");
   app.add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens for the prefill measurement (0: decode from an empty cache)")->capture_default_str()->check(token_count());
   app.add_option("-n,--n-gen", o->n_gen, "Tokens decoded for the decode measurement (0: prefill only)")->capture_default_str()->check(token_count());
   app.add_option("-r,--reps", o->reps, "Repetitions (median reported)")->capture_default_str()->check(CLI::Range(1, 1000));

@@ -22,6 +22,11 @@ Runner add_bench(CLI::App& app);
 inline CLI::Range thread_count() { return CLI::Range(1, 1024); }
 inline CLI::Range token_count() { return CLI::Range(0, 1 << 20); }
 
+// A number in [lo, hi] (or (lo, hi] when `lo_open`), finite: NaN and
+// infinities are refused by name. The message says what the value means,
+// e.g. "must be in [0, 1] (1 = off)". CLI11 puts the option's name first.
+CLI::Validator number_in(double lo, double hi, bool lo_open = false, const std::string& meaning = "");
+
 // Prints "ork: <message>" to stderr and returns 1.
 int fail(const std::string& message);
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "core/output_file.h"
 #include "quant/imatrix.h"
 #include "quant/rotation.h"
 #include "text_input.h"
@@ -17,6 +18,7 @@ struct ImatrixCliOptions {
 };
 
 int imatrix(const ImatrixCliOptions& c) {
+  if (Status st = check_output_path(c.output, {c.model, c.text}); !st.is_ok()) return fail(st.to_string());
   auto model = Model::load(c.model);
   if (!model.is_ok()) return fail(model.status().to_string());
   auto tokens = tokenize_file(**model, c.text, static_cast<size_t>(c.n_ctx) * static_cast<size_t>(c.chunks));
@@ -38,8 +40,10 @@ Runner add_imatrix(CLI::App& app) {
   app.add_option("-m,--model", c->model, "Model (GGUF)")->required()->check(CLI::ExistingFile);
   app.add_option("-f,--file", c->text, "Calibration text")->required()->check(CLI::ExistingFile);
   app.add_option("-o,--output", c->output, "Importance matrix file to write")->required();
-  app.add_option("-c,--ctx-size", c->n_ctx, "Window in tokens")->capture_default_str();
-  app.add_option("--chunks", c->chunks, "Windows of calibration text to use")->capture_default_str();
+  app.add_option("-c,--ctx-size", c->n_ctx, "Window in tokens")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  app.add_option("--chunks", c->chunks, "Windows of calibration text to use")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 30));
   return [c] { return imatrix(*c); };
 }
 

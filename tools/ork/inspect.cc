@@ -4,6 +4,7 @@
 #include <map>
 
 #include "commands.h"
+#include "core/escape.h"
 #include "format/gguf/gguf.h"
 #include "format/orkpack/orkpack.h"
 #include "model/config.h"
@@ -38,7 +39,8 @@ void print_metadata(const GgufFile& g, const InspectOptions& opt) {
                  std::count(value.string_value.begin(), value.string_value.end(), '\n'));
       continue;
     }
-    fmt::print("  {:<44} {:<8} {}\n", key, gguf_value_type_name(value.type), value.to_string(static_cast<size_t>(opt.max_array)));
+    fmt::print("  {:<44} {:<8} {}\n", escape_text(key), gguf_value_type_name(value.type),
+               escape_text(value.to_string(static_cast<size_t>(opt.max_array))));
   }
 }
 
@@ -72,7 +74,7 @@ int inspect_orkpack(const InspectOptions& opt) {
       }
       shape += "]";
       const uint64_t bytes = t.data_size + t.scales_size;
-      fmt::print("  {:<36} {:<5} {:<18} {:>8} {:>6} {:>12} {:>7.3f} {:>10.3g}\n", t.spec.name, tier_name(t.spec.tier), shape,
+      fmt::print("  {:<36} {:<5} {:<18} {:>8} {:>6} {:>12} {:>7.3f} {:>10.3g}\n", escape_text(t.spec.name), tier_name(t.spec.tier), shape,
                  t.spec.k_stored, t.spec.rotation_block, bytes, 8.0 * static_cast<double>(bytes) / static_cast<double>(elems),
                  t.spec.error);
     }
@@ -107,7 +109,7 @@ int inspect(const InspectOptions& opt) {
   if (!opt.no_tensors) {
     fmt::print("\ntensors ({}):\n  {:<36} {:<8} {:<24} {:>12}\n", g.tensors().size(), "name", "type", "shape (ne)", "bytes");
     for (const GgufTensorInfo& t : g.tensors()) {
-      fmt::print("  {:<36} {:<8} {:<24} {:>12}\n", t.name, ggml_type_name(t.type), shape(t), t.bytes);
+      fmt::print("  {:<36} {:<8} {:<24} {:>12}\n", escape_text(t.name), ggml_type_name(t.type), shape(t), t.bytes);
     }
   }
   fmt::print("\ntotal: {} tensors, {} parameters, {} ({:.3f} bits per weight)\n", g.tensors().size(), total_elems,
@@ -124,7 +126,7 @@ int inspect(const InspectOptions& opt) {
                  c.arch->name, c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_ctx_train,
                  c.rope_freq_base);
     } else {
-      fmt::print("\nmodel: not runnable by ork: {}\n", config.status().message());
+      fmt::print("\nmodel: not runnable by ork: {}\n", escape_text(config.status().message()));
     }
   }
   return 0;

@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <string>
 
+#include "core/memory.h"
+#include "model/forward.h"
+
 namespace ork::cli {
 
 void add_mmap_flag(CLI::App& app, bool& mmap) {
@@ -46,6 +49,25 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap) {
   }
   if (model.is_ok()) note_reference_matrices(**model);
   return model;
+}
+
+Status check_context(const Model& model, int n_ctx, int n_batch, bool fast_kernels) {
+  const ModelConfig& c = model.config();
+  if (n_ctx > c.n_ctx_train) {
+    std::fprintf(stderr,
+                 "ork: warning: a context of %d tokens is past the %d the model was trained on; text beyond it is "
+                 "likely to degrade\n",
+                 n_ctx, c.n_ctx_train);
+  }
+  const uint64_t need = Context::memory_bytes(c, n_ctx, n_batch, fast_kernels);
+  const std::optional<uint64_t> available = available_memory_bytes();
+  if (available && need > *available) {
+    return error(StatusCode::kResourceExhausted,
+                 "-c {}: the KV cache and buffers need {:.1f} MiB, but only {:.1f} MiB of memory is available; use a "
+                 "smaller -c",
+                 n_ctx, static_cast<double>(need) / (1 << 20), static_cast<double>(*available) / (1 << 20));
+  }
+  return Status::ok();
 }
 
 }  // namespace ork::cli

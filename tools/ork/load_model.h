@@ -17,4 +17,10 @@ void add_mmap_flag(CLI::App& app, bool& mmap);
 // to be read into memory had to be mapped because it does not fit.
 Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap);
 
+// Checks a context of n_ctx positions (batches of up to n_batch tokens)
+// before it is made: past the model's trained context is a warning on
+// stderr; more memory than this process may take is an error naming -c
+// and the sizes.
+Status check_context(const Model& model, int n_ctx, int n_batch, bool fast_kernels = true);
+
 }  // namespace ork::cli

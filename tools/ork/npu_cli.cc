@@ -1,5 +1,7 @@
 #include "npu_cli.h"
 
+#include "core/output_file.h"
+
 namespace ork::cli {
 
 void NpuCli::add_options(CLI::App& app) {
@@ -16,6 +18,7 @@ Status NpuCli::start() {
   }
   ORK_ASSIGN_OR_RETURN(npu::VnpuOptions o, npu::parse_npu_spec(spec));
   if (!trace.empty()) {
+    ORK_RETURN_IF_ERROR(check_output_path(trace, {}, "--trace"));
     trace_data_ = std::make_unique<npu::Trace>();
     o.trace = trace_data_.get();
   }

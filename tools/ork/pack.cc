@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+
+#include "core/escape.h"
+#include "core/output_file.h"
 
 #include "commands.h"
 #include "model/model.h"
@@ -29,8 +31,23 @@ struct PackCliOptions {
   int threads = 0;
 };
 
+// Everything that can be checked before the first tensor is measured:
+// where the outputs go, and that the input is a model ork can run.
+Status check_before_work(const PackCliOptions& c, const std::string& map_path) {
+  ORK_RETURN_IF_ERROR(check_output_path(c.output, {c.input, c.imatrix, c.calib, c.tiers_file}, "-o"));
+  ORK_RETURN_IF_ERROR(check_output_path(map_path, {c.input, c.imatrix, c.calib, c.tiers_file, c.output},
+                                        c.write_tiers.empty() ? "the tier map" : "--write-tiers"));
+  if (map_path == c.output) return error(StatusCode::kInvalidArgument, "--write-tiers is the same file as -o");
+  // The packer reads tensors by name; the model's own load checks that they
+  // are the ones its metadata describes (shapes, block count).
+  return Model::load(c.input).status();
+}
+
 int pack(const PackCliOptions& c) {
+  const std::string map_path = c.write_tiers.empty() ? c.output + ".tiers" : c.write_tiers;
+  if (Status st = check_before_work(c, map_path); !st.is_ok()) return fail(st.to_string());
   PackOptions o;
+  o.warn = [](const std::string& message) { std::fprintf(stderr, "ork: warning: %s\n", escape_text(message).c_str()); };
   o.input = c.input;
   o.output = c.output;
   o.rotate = !c.no_rotate;
@@ -51,7 +68,7 @@ int pack(const PackCliOptions& c) {
   if (!c.tiers_file.empty()) {
     auto map = read_tier_map(c.tiers_file);
     if (!map.is_ok()) return fail(map.status().message());
-    o.tier_map = *map;
+    o.tier_map = std::move(map).value();
   }
   if (!o.bpw && !o.budget && o.rules.empty() && o.tier_map.empty()) {
     o.bpw = 4.5;
@@ -84,13 +101,10 @@ int pack(const PackCliOptions& c) {
   });
   if (!report.is_ok()) return fail(report.status().to_string());
   if (!report->warning.empty()) std::fprintf(stderr, "ork: warning: %s\n", report->warning.c_str());
-  const std::string map_path = c.write_tiers.empty() ? c.output + ".tiers" : c.write_tiers;
-  {
-    std::ofstream out(map_path);
-    out << "# tier map of " << c.output << " (ork pack); edit and pass back with --tiers\n"
-        << format_tier_map(report->tier_map);
-    if (!out) return fail(map_path + ": cannot write the tier map");
-  }
+  const Status wrote_map = write_file_atomically(
+      map_path, "# tier map of " + c.output + " (ork pack); edit and pass back with --tiers\n" +
+                    format_tier_map(report->tier_map));
+  if (!wrote_map.is_ok()) return fail(wrote_map.to_string());
   std::map<std::string, std::pair<int, uint64_t>> histogram;
   int rotated = 0;
   for (const auto& t : report->tensors) {
@@ -116,12 +130,17 @@ Runner add_pack(CLI::App& app) {
   auto c = std::make_shared<PackCliOptions>();
   app.add_option("input", c->input, "GGUF model to pack")->required()->check(CLI::ExistingFile);
   app.add_option("-o,--output", c->output, "orkpack to write")->required();
-  app.add_option("--bpw", c->bpw, "Budget: bits per weight over all parameters (default 4.5)");
-  app.add_option("--budget", c->budget, "Budget: total tensor bytes");
+  app.add_option("--bpw", c->bpw, "Budget: bits per weight over all parameters (default 4.5)")
+      ->check(number_in(0, 32, true));
+  app.add_option("--budget", c->budget, "Budget: total tensor bytes")->check(number_in(1, 1e18));
   app.add_option("--imatrix", c->imatrix, "Importance matrix from `ork imatrix`")->check(CLI::ExistingFile);
   app.add_option("--calib", c->calib, "Calibration text: collect an importance matrix first")->check(CLI::ExistingFile);
-  app.add_option("--calib-ctx", c->calib_ctx, "Calibration window in tokens")->capture_default_str();
-  app.add_option("--calib-chunks", c->calib_chunks, "Calibration windows")->capture_default_str();
+  app.add_option("--calib-ctx", c->calib_ctx, "Calibration window in tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 20));
+  app.add_option("--calib-chunks", c->calib_chunks, "Calibration windows")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 30));
   app.add_option("--tier", c->rules, "Rule 'regex=tier' fixing matching tensors (repeatable; later rules win)");
   app.add_option("--tiers", c->tiers_file, "Tier map file ('tensor = tier' lines), wins over rules")->check(CLI::ExistingFile);
   app.add_option("--uniform", c->uniform, "Every matrix at one tier: " + tier_names());

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "commands.h"
+#include "core/output_file.h"
 #include "load_model.h"
 #include "model/perplexity.h"
 #include "text_input.h"
@@ -18,6 +19,7 @@ struct PplCliOptions {
   std::string model, text, ref, kl_base, save_kl_base;
   int n_ctx = 128;
   int chunks = 0;
+  int threads = 0;
   bool json = false;
   bool reference_kernels = false;
 };
@@ -25,16 +27,15 @@ struct PplCliOptions {
 constexpr char kKlMagic[8] = {'O', 'R', 'K', 'K', 'L', 'B', '0', '1'};
 
 Status save_base(const std::string& path, const std::vector<WindowScores>& windows) {
-  std::ofstream out(path, std::ios::binary);
+  ORK_ASSIGN_OR_RETURN(OutputFile out, OutputFile::create(path));
   const uint32_t head[3] = {static_cast<uint32_t>(windows.size()), static_cast<uint32_t>(windows[0].size()),
                             static_cast<uint32_t>(windows[0][0].size())};
-  out.write(kKlMagic, 8);
-  out.write(reinterpret_cast<const char*>(head), sizeof head);
+  ORK_RETURN_IF_ERROR(out.write(kKlMagic, 8));
+  ORK_RETURN_IF_ERROR(out.write(head, sizeof head));
   for (const auto& w : windows) {
-    for (const auto& lp : w) out.write(reinterpret_cast<const char*>(lp.data()), static_cast<long>(lp.size() * 4));
+    for (const auto& lp : w) ORK_RETURN_IF_ERROR(out.write(lp.data(), lp.size() * 4));
   }
-  if (!out) return error(StatusCode::kIo, "{}: cannot write the KL base", path);
-  return Status::ok();
+  return out.commit();
 }
 
 Result<std::vector<WindowScores>> load_base(const std::string& path) {
@@ -59,6 +60,10 @@ Result<std::vector<WindowScores>> load_base(const std::string& path) {
 }
 
 int ppl(const PplCliOptions& c) {
+  if (!c.save_kl_base.empty()) {
+    const Status st = check_output_path(c.save_kl_base, {c.model, c.text, c.ref, c.kl_base}, "--save-kl-base");
+    if (!st.is_ok()) return fail(st.to_string());
+  }
   auto model = load_model(c.model, c.mmap);
   if (!model.is_ok()) return fail(model.status().to_string());
   std::unique_ptr<Model> ref;
@@ -83,6 +88,7 @@ int ppl(const PplCliOptions& c) {
   PerplexityOptions o;
   o.n_ctx = c.n_ctx;
   o.max_chunks = c.chunks;
+  o.threads = c.threads;
   o.reference_kernels = c.reference_kernels;
   std::vector<WindowScores> saved;
   auto stats = measure_quality(**model, tokens->ids, tokens->bos, o, ref.get(), base ? &*base : nullptr,
@@ -124,11 +130,17 @@ Runner add_ppl(CLI::App& app) {
   auto c = std::make_shared<PplCliOptions>();
   app.add_option("-m,--model", c->model, "Model (GGUF or orkpack)")->required()->check(CLI::ExistingFile);
   app.add_option("-f,--file", c->text, "Text to score")->required()->check(CLI::ExistingFile);
-  app.add_option("-c,--ctx-size", c->n_ctx, "Window in tokens; the second half of each is scored")->capture_default_str();
-  app.add_option("--chunks", c->chunks, "Score at most this many windows (0 = all)")->capture_default_str();
+  app.add_option("-c,--ctx-size", c->n_ctx, "Window in tokens; the second half of each is scored")
+      ->capture_default_str()
+      ->check(CLI::Range(4, 1 << 20));
+  app.add_option("--chunks", c->chunks, "Score at most this many windows (0 = all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 30));
   app.add_option("--ref", c->ref, "Reference model for KL divergence (e.g. the f32 GGUF)")->check(CLI::ExistingFile);
   app.add_option("--kl-base", c->kl_base, "Reference scores saved by --save-kl-base")->check(CLI::ExistingFile);
   app.add_option("--save-kl-base", c->save_kl_base, "Save this model's scores as a KL base");
+  app.add_option("-t,--threads", c->threads, "Windows scored side by side (default: all cores; the result does not depend on it)")
+      ->check(thread_count());
   app.add_flag("--json", c->json, "Print one JSON object");
   add_mmap_flag(app, c->mmap);
   app.add_flag("--ref-kernels", c->reference_kernels,

@@ -7,14 +7,15 @@
 #include <random>
 #include <string>
 
+#include "builtin_model.h"
 #include "commands.h"
 #include "load_model.h"
 #include "profile_report.h"
 #include "npu_cli.h"
+#include "core/escape.h"
 #include "core/thread_pool.h"
 #include "model/forward.h"
 #include "model/sampler.h"
-#include "model/synth.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/tokenizer/unicode.h"
 
@@ -49,12 +50,16 @@ class Streamer {
       if (complete + n > pending_.size()) break;
       complete += n;
     }
-    std::fwrite(pending_.data(), 1, complete, stdout);
+    // Token pieces come from the model file: no control sequence of theirs
+    // reaches the terminal (newlines and tabs do).
+    const std::string safe = escape_stream_text(std::string_view(pending_).substr(0, complete));
+    std::fwrite(safe.data(), 1, safe.size(), stdout);
     std::fflush(stdout);
     pending_.erase(0, complete);
   }
   void finish() {
-    std::fwrite(pending_.data(), 1, pending_.size(), stdout);
+    const std::string safe = escape_stream_text(pending_);
+    std::fwrite(safe.data(), 1, safe.size(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
   }
@@ -67,18 +72,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Result<std::unique_ptr<Model>> load_or_synthesize(const std::string& path, bool mmap) {
+Result<std::unique_ptr<Model>> load_or_builtin(const std::string& path, bool mmap) {
   if (!path.empty()) return load_model(path, mmap);
-  SynthOptions options;
-  synth_preset("tiny", &options);
-  std::fprintf(stderr,
-               "ork: no model given (-m); using the built-in synthetic llama model: %llu parameters of RANDOM\n"
-               "     weights (seed %llu), so the text below is noise. Pass -m model.gguf for a real model.\n",
-               static_cast<unsigned long long>(synth_param_count(options)),
-               static_cast<unsigned long long>(options.seed));
-  ORK_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, synth_write_memory(options));
-  ORK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::parse(MappedFile::from_bytes(std::move(bytes), "<built-in synthetic>")));
-  return Model::load(std::move(gguf));
+  return load_builtin_model();
 }
 
 void print_stats(const Model& model, const Context::MoeStats& s, const Context::MoeStats& before_gen, int generated);
@@ -94,7 +90,7 @@ int run(RunOptions& opt) {
   if (opt.model.empty() && prompt.empty()) prompt = "Once upon a time";
 
   const auto t_load = std::chrono::steady_clock::now();
-  auto model = load_or_synthesize(opt.model, opt.mmap);
+  auto model = load_or_builtin(opt.model, opt.mmap);
   if (!model.is_ok()) return fail(model.status().to_string());
   auto tokenizer = Tokenizer::from_gguf((*model)->gguf());
   if (!tokenizer.is_ok()) return fail(tokenizer.status().to_string());
@@ -111,6 +107,9 @@ int run(RunOptions& opt) {
   std::vector<int32_t> prompt_ids = tok.encode(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (prompt_ids.empty()) prompt_ids.push_back(tok.bos() >= 0 ? tok.bos() : 0);
   const int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(c.n_ctx_train, 4096);
+  if (Status st = check_context(**model, n_ctx, static_cast<int>(prompt_ids.size())); !st.is_ok()) {
+    return fail(st.to_string());
+  }
   if (static_cast<int>(prompt_ids.size()) >= n_ctx) {
     return fail(fmt::format("the prompt is {} tokens; the context (-c) holds {}", prompt_ids.size(), n_ctx));
   }
@@ -213,21 +212,30 @@ void print_stats(const Model& model, const Context::MoeStats& s, const Context::
 
 Runner add_run(CLI::App& app) {
   auto opt = std::make_shared<RunOptions>();
-  app.add_option("-m,--model", opt->model, "GGUF model file (default: a built-in synthetic model)");
+  app.add_option("-m,--model", opt->model, "Model file, GGUF or orkpack (default: the built-in stories260K)");
   app.add_option("-p,--prompt", opt->prompt, "Prompt text (default with no model: \"Once upon a time\")");
   app.add_option("-f,--file", opt->prompt_file, "Read the prompt from a file")->check(CLI::ExistingFile);
   app.add_option("-n,--n-predict", opt->n_predict, "Tokens to generate")->capture_default_str()->check(token_count());
   app.add_option("-c,--ctx-size", opt->n_ctx, "Context size in tokens (default: the model's, at most 4096)")
       ->check(token_count());
-  app.add_option("--temp", opt->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
-  app.add_option("--top-k", opt->sampling.top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str();
-  app.add_option("--top-p", opt->sampling.top_p, "Nucleus sampling threshold; 1 = off")->capture_default_str();
+  app.add_option("--temp", opt->sampling.temperature, "Temperature; 0 = greedy")
+      ->capture_default_str()
+      ->check(number_in(0, 100, false, "0 = greedy"));
+  app.add_option("--top-k", opt->sampling.top_k, "Keep the k most likely tokens; 0 = off")
+      ->capture_default_str()
+      ->check(number_in(0, 1 << 24, false, "0 = off"));
+  app.add_option("--top-p", opt->sampling.top_p, "Nucleus sampling threshold; 1 = off")
+      ->capture_default_str()
+      ->check(number_in(0, 1, false, "1 = off"));
   app.add_option("--min-p", opt->sampling.min_p, "Drop tokens below min-p x the best one's probability; 0 = off")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(0, 1, false, "0 = off"));
   app.add_option("--repeat-penalty", opt->sampling.repeat_penalty, "Penalty for recent tokens; 1 = off")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(0, 100, true, "1 = off"));
   app.add_option("--repeat-last-n", opt->sampling.repeat_last_n, "How many recent tokens are penalised")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(token_count());
   app.add_option("-s,--seed", opt->seed, "Random seed (default: random, printed)");
   app.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-text token");
   app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(thread_count());

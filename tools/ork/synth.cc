@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "core/output_file.h"
 #include "model/synth.h"
 
 namespace ork::cli {
@@ -52,6 +53,7 @@ int synth(SynthCliOptions opt, const CLI::App& app) {
   if (!type) return fail(fmt::format("unknown type '{}'", opt.type));
   o.type = *type;
 
+  if (Status st = check_output_path(opt.output, {}); !st.is_ok()) return fail(st.to_string());
   GgufWriter writer;
   GgufWriter::DataFn data_fn;
   Status s = synth_model(o, &writer, &data_fn);

@@ -1,7 +1,8 @@
 #include "engines/npu/trace.h"
 
-#include <cstdio>
 #include <fmt/format.h>
+
+#include "core/output_file.h"
 
 namespace ork::npu {
 
@@ -20,8 +21,6 @@ const char* trace_kind_name(TraceKind kind) {
 }
 
 Status Trace::write_json(const std::string& path) const {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return error(StatusCode::kIo, "cannot write trace {}", path);
   std::string out = "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n";
   out += R"(  {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "vnpu"}})";
   const std::vector<TraceEvent> ev = events();
@@ -38,9 +37,7 @@ Status Trace::write_json(const std::string& path) const {
         trace_kind_name(e.kind), e.session + 1, e.start_us, e.dur_us, e.progress);
   }
   out += "\n]}\n";
-  const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
-  if (std::fclose(f) != 0 || !ok) return error(StatusCode::kIo, "writing trace {} failed", path);
-  return Status::ok();
+  return write_file_atomically(path, out);
 }
 
 }  // namespace ork::npu

@@ -1,10 +1,7 @@
 #include "format/gguf/gguf_writer.h"
 
-#include <sys/stat.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
+#include "core/output_file.h"
 
 namespace ork {
 namespace {
@@ -156,35 +153,9 @@ Status GgufWriter::write(const std::function<Status(const uint8_t*, size_t)>& si
 }
 
 Status GgufWriter::write_file(const std::string& path, const DataFn& data_fn) const {
-  // A device or pipe (/dev/null, a FIFO) is written in place: renaming a
-  // temporary file over it would replace the device node itself.
-  struct stat st {};
-  const bool special = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
-  const std::string tmp = special ? path : path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return error(StatusCode::kIo, "{}: cannot create: {}", tmp, std::strerror(errno));
-  Status status = write(
-      [&](const uint8_t* p, size_t n) {
-        if (n > 0 && std::fwrite(p, 1, n, f) != n) {
-          return error(StatusCode::kIo, "{}: write failed: {}", tmp, std::strerror(errno));
-        }
-        return Status::ok();
-      },
-      data_fn);
-  if (std::fclose(f) != 0 && status.is_ok()) {
-    status = error(StatusCode::kIo, "{}: close failed: {}", tmp, std::strerror(errno));
-  }
-  if (special) return status;
-  if (!status.is_ok()) {
-    std::remove(tmp.c_str());
-    return status;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return error(StatusCode::kIo, "{}: cannot rename into place: {}", path, std::strerror(err));
-  }
-  return Status::ok();
+  ORK_ASSIGN_OR_RETURN(OutputFile f, OutputFile::create(path));
+  ORK_RETURN_IF_ERROR(write([&](const uint8_t* p, size_t n) { return f.write(p, n); }, data_fn));
+  return f.commit();
 }
 
 Result<std::vector<uint8_t>> GgufWriter::write_memory(const DataFn& data_fn) const {

@@ -16,6 +16,7 @@
 
 #include "core/mapped_file.h"
 #include "format/gguf/gguf.h"
+#include "core/output_file.h"
 #include "ork/status.h"
 #include "quant/tier.h"
 
@@ -80,12 +81,12 @@ class OrkpackFile {
 class OrkpackWriter {
  public:
   OrkpackWriter() = default;
-  ~OrkpackWriter();
-  OrkpackWriter(OrkpackWriter&& other) noexcept;
+  OrkpackWriter(OrkpackWriter&& other) noexcept = default;
   OrkpackWriter& operator=(OrkpackWriter&&) = delete;
 
-  // Starts `path` (written as path.tmp, renamed by finish()). `metadata` is
-  // a tensorless GGUF stream holding every key (GgufWriter::write_memory()).
+  // Starts `path` (an OutputFile: a temporary until finish() moves it into
+  // place; dropped unfinished, it leaves nothing). `metadata` is a
+  // tensorless GGUF stream holding every key (GgufWriter::write_memory()).
   static Result<OrkpackWriter> create(const std::string& path, const std::vector<uint8_t>& metadata);
 
   // Appends one tensor: `data` of tier_data_bytes(), `scales` of rows floats
@@ -100,8 +101,7 @@ class OrkpackWriter {
   Status write(const void* p, size_t n);
   Status pad_to(uint64_t alignment);
 
-  std::string path_, tmp_;
-  FILE* f_ = nullptr;
+  OutputFile file_;
   uint64_t pos_ = 0;
   uint64_t metadata_size_ = 0;
   uint64_t data_start_ = 0;

@@ -1,6 +1,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/escape.h"
+#include "core/half.h"
 #include "format/byte_cursor.h"
 #include "format/orkpack/orkpack.h"
 
@@ -93,6 +95,50 @@ bool OrkpackFile::sniff_file(const std::string& path) {
   return sniff(head, n);
 }
 
+namespace {
+
+// A NaN or infinite scale (or float weight) turns every output it touches
+// into NaN: the file is refused at load, naming the tensor, rather than
+// generating nothing or garbage.
+Status check_finite(const OrkpackTensor& e) {
+  auto bad = [&](const char* what, uint64_t index, float v) {
+    return error(StatusCode::kCorrupt, "tensor '{}': {} {} is {}; ork refuses values that are not finite",
+                 escape_text(e.spec.name), what, index, v);
+  };
+  for (uint64_t r = 0; r < e.scales_size / 4; ++r) {
+    float v;
+    std::memcpy(&v, reinterpret_cast<const uint8_t*>(e.scales) + 4 * r, 4);
+    if (!std::isfinite(v)) return bad("the scale of row", r, v);
+  }
+  switch (e.spec.tier) {
+    case Tier::kF32:
+      for (uint64_t i = 0; i < e.data_size / 4; ++i) {
+        float v;
+        std::memcpy(&v, e.data + 4 * i, 4);
+        if (!std::isfinite(v)) return bad("weight", i, v);
+      }
+      break;
+    case Tier::kF16:
+    case Tier::kBf16: {
+      // Both keep NaN and infinity as an all-ones exponent.
+      const uint16_t exponent = e.spec.tier == Tier::kF16 ? 0x7C00 : 0x7F80;
+      for (uint64_t i = 0; i < e.data_size / 2; ++i) {
+        uint16_t h;
+        std::memcpy(&h, e.data + 2 * i, 2);
+        if ((h & exponent) == exponent) {
+          return bad("weight", i, e.spec.tier == Tier::kF16 ? f16_to_f32(h) : bf16_to_f32(h));
+        }
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<OrkpackFile> OrkpackFile::open(const std::string& path, MappedFile::Residency residency) {
   ORK_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path, residency));
   return parse(std::move(file));
@@ -146,8 +192,9 @@ Result<OrkpackFile> OrkpackFile::parse(MappedFile file) {
     e.data = base + data_off + e.data_offset;
     e.scales = e.scales_size > 0 ? reinterpret_cast<const float*>(base + data_off + e.scales_offset) : nullptr;
     if (!pack.index_.emplace(e.spec.name, i).second) {
-      return fail(StatusCode::kCorrupt, fmt::format("tensor '{}' appears twice", e.spec.name));
+      return fail(StatusCode::kCorrupt, fmt::format("tensor '{}' appears twice", escape_text(e.spec.name)));
     }
+    if (Status finite = check_finite(e); !finite.is_ok()) return finite.with_context(name);
   }
   return pack;
 }

@@ -1,9 +1,4 @@
-#include <cerrno>
-#include <cstring>
-
 #include "format/orkpack/orkpack.h"
-
-#include <sys/stat.h>
 
 namespace ork {
 
@@ -13,23 +8,8 @@ int64_t OrkpackTensorSpec::rows() const {
   return rows;
 }
 
-OrkpackWriter::~OrkpackWriter() {
-  if (f_ != nullptr) {
-    std::fclose(f_);
-    std::remove(tmp_.c_str());  // unfinished: never leave a partial file behind
-  }
-}
-
-OrkpackWriter::OrkpackWriter(OrkpackWriter&& o) noexcept
-    : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), f_(o.f_), pos_(o.pos_), metadata_size_(o.metadata_size_),
-      data_start_(o.data_start_), entries_(std::move(o.entries_)) {
-  o.f_ = nullptr;
-}
-
 Status OrkpackWriter::write(const void* p, size_t n) {
-  if (n > 0 && std::fwrite(p, 1, n, f_) != n) {
-    return error(StatusCode::kIo, "{}: write failed: {}", tmp_, std::strerror(errno));
-  }
+  ORK_RETURN_IF_ERROR(file_.write(p, n));
   pos_ += n;
   return Status::ok();
 }
@@ -42,16 +22,8 @@ Status OrkpackWriter::pad_to(uint64_t alignment) {
 
 Result<OrkpackWriter> OrkpackWriter::create(const std::string& path, const std::vector<uint8_t>& metadata) {
   OrkpackWriter w;
-  w.path_ = path;
-  // The header is written last (a seek back), so the output must be a
-  // regular file; renaming over a device node would replace the node.
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return error(StatusCode::kInvalidArgument, "{}: not a regular file; an orkpack is written to a regular file", path);
-  }
-  w.tmp_ = path + ".tmp";
-  w.f_ = std::fopen(w.tmp_.c_str(), "wb");
-  if (w.f_ == nullptr) return error(StatusCode::kIo, "{}: cannot create: {}", w.tmp_, std::strerror(errno));
+  // The header is written last (back at offset 0).
+  ORK_ASSIGN_OR_RETURN(w.file_, OutputFile::create(path, /*seekable=*/true));
   const std::vector<uint8_t> header(64, 0);  // rewritten by finish()
   ORK_RETURN_IF_ERROR(w.write(header.data(), header.size()));
   ORK_RETURN_IF_ERROR(w.write(metadata.data(), metadata.size()));
@@ -66,7 +38,7 @@ Status OrkpackWriter::add_tensor(const OrkpackTensorSpec& spec, std::span<const 
   const uint64_t want = tier_data_bytes(spec.tier, spec.rows(), spec.k_stored);
   const uint64_t want_scales = tier_info(spec.tier).has_scales ? static_cast<uint64_t>(spec.rows()) : 0;
   if (data.size() != want || scales.size() != want_scales) {
-    return error(StatusCode::kInternal, "{}: tensor '{}': {} data bytes and {} scales given, {} and {} expected", tmp_,
+    return error(StatusCode::kInternal, "{}: tensor '{}': {} data bytes and {} scales given, {} and {} expected", file_.path(),
                  spec.name, data.size(), scales.size(), want, want_scales);
   }
   OrkpackTensor e;
@@ -130,17 +102,8 @@ Status OrkpackWriter::finish() {
   put<uint64_t>(header, dir.size());
   put<uint64_t>(header, data_start_);
   put<uint64_t>(header, data_size);
-  if (std::fseek(f_, 0, SEEK_SET) != 0 || std::fwrite(header.data(), 1, header.size(), f_) != header.size()) {
-    return error(StatusCode::kIo, "{}: cannot write the header: {}", tmp_, std::strerror(errno));
-  }
-  const int closed = std::fclose(f_);
-  f_ = nullptr;
-  if (closed != 0 || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp_.c_str());
-    return error(StatusCode::kIo, "{}: cannot finish: {}", path_, std::strerror(err));
-  }
-  return Status::ok();
+  ORK_RETURN_IF_ERROR(file_.write_at(0, header.data(), header.size()));
+  return file_.commit();
 }
 
 }  // namespace ork

@@ -1,0 +1,403 @@
+#!/usr/bin/env python3
+"""Hostile invocations of the ork CLI, one row of hostile.tsv per run.
+
+Each row runs in a scratch directory of its own holding copies of the inputs
+it names, under a 20 s timeout, and must:
+  - end with the expected exit code (never a signal, never a hang),
+  - print the expected message (a regular expression, searched in stdout
+    and stderr together),
+  - leave no new file in the scratch directory when it fails (no output
+    under its final name, no temporary),
+  - leave every input byte for byte as it was.
+
+Placeholders in a command: {ork} the binary; {s260} {ts656} {sotu} copies
+of the real models; {dir} the scratch directory; other {name} inputs are
+made by the functions in MAKERS (a corrupted copy, an orkpack, ...).
+A row whose "rc" is "kill:SECONDS" is sent SIGTERM after that long ("kill:temp":
+as soon as the output's temporary file exists) and must then have died of
+it, leaving no file behind.
+
+Usage: hostile.py --ork BIN --testdata DIR --row NAME   (one row; ctest runs each)
+       hostile.py --ork BIN --testdata DIR --all
+"""
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TIMEOUT = 20
+SKIP = 77  # ctest's SKIP_RETURN_CODE for this suite
+
+MODELS = {
+    "s260": "models/stories260K-f32.gguf",
+    "ts656": "models/tinystories656K-f32.gguf",
+    "sotu": "models/sotu-moe-f32.gguf",
+}
+
+
+# --- a minimal GGUF reader: enough to find a key's value or a tensor's bytes ---
+
+def _gguf_layout(data):
+    """Returns (kv: {key: (value_offset, type)}, tensors: {name: (name_offset, data_offset, dims, type)})."""
+    assert data[:4] == b"GGUF"
+    pos = 8
+    n_tensors, n_kv = struct.unpack_from("<QQ", data, pos)
+    pos += 16
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+    def skip_value(p, t):
+        if t in sizes:
+            return p + sizes[t]
+        if t == 8:
+            (n,) = struct.unpack_from("<Q", data, p)
+            return p + 8 + n
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", data, p)
+            p += 12
+            for _ in range(n):
+                p = skip_value(p, et)
+            return p
+        raise ValueError(t)
+
+    kv = {}
+    for _ in range(n_kv):
+        (klen,) = struct.unpack_from("<Q", data, pos)
+        key = data[pos + 8:pos + 8 + klen].decode()
+        pos += 8 + klen
+        (t,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        kv[key] = (pos, t)
+        pos = skip_value(pos, t)
+    alignment = 32
+    if "general.alignment" in kv:
+        alignment = struct.unpack_from("<I", data, kv["general.alignment"][0])[0]
+    infos = []
+    for _ in range(n_tensors):
+        (nlen,) = struct.unpack_from("<Q", data, pos)
+        name_at = pos + 8
+        name = data[name_at:name_at + nlen].decode(errors="replace")
+        pos = name_at + nlen
+        (nd,) = struct.unpack_from("<I", data, pos)
+        dims = struct.unpack_from("<%dQ" % nd, data, pos + 4)
+        pos += 4 + 8 * nd
+        t, off = struct.unpack_from("<IQ", data, pos)
+        pos += 12
+        infos.append((name, name_at, dims, t, off))
+    data_start = (pos + alignment - 1) // alignment * alignment
+    tensors = {name: (name_at, data_start + off, dims, t) for name, name_at, dims, t, off in infos}
+    return kv, tensors
+
+
+def set_u32(path, key, value):
+    data = bytearray(open(path, "rb").read())
+    kv, _ = _gguf_layout(data)
+    at, t = kv[key]
+    assert t == 4, (key, t)  # UINT32
+    struct.pack_into("<I", data, at, value)
+    open(path, "wb").write(data)
+
+
+def poison_f32(path, tensor, index, value):
+    data = bytearray(open(path, "rb").read())
+    _, tensors = _gguf_layout(data)
+    _, at, _, t = tensors[tensor]
+    assert t == 0, (tensor, t)  # F32
+    struct.pack_into("<f", data, at + 4 * index, value)
+    open(path, "wb").write(data)
+
+
+def rename_tensor_byte(path, tensor, i, byte):
+    data = bytearray(open(path, "rb").read())
+    _, tensors = _gguf_layout(data)
+    data[tensors[tensor][0] + i] = byte
+    open(path, "wb").write(data)
+
+
+def orkpack_poison_scale(path, tensor, value):
+    data = bytearray(open(path, "rb").read())
+    dir_off, _, data_off = struct.unpack_from("<QQQ", data, 32)
+    pos = dir_off
+    (count,) = struct.unpack_from("<Q", data, pos)
+    pos += 8
+    for _ in range(count):
+        (nlen,) = struct.unpack_from("<Q", data, pos)
+        name = data[pos + 8:pos + 8 + nlen].decode()
+        pos += 8 + nlen
+        _tier, _layout, nd = struct.unpack_from("<III", data, pos)
+        pos += 12 + 8 * nd + 8 + 8
+        _doff, _dsize, soff, ssize = struct.unpack_from("<QQQQ", data, pos)
+        pos += 32 + 4
+        if name == tensor:
+            assert ssize > 0
+            struct.pack_into("<f", data, data_off + soff, value)
+            open(path, "wb").write(data)
+            return
+    raise KeyError(tensor)
+
+
+# --- inputs a row can name: made in the scratch directory before it runs ---
+
+def run_ork(args, ork, cwd):
+    subprocess.run([ork] + args, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=120)
+
+
+def make_blocks_short(d, ork):
+    p = os.path.join(d, "short_blocks.gguf")
+    shutil.copy(os.path.join(d, "s260.gguf"), p)
+    set_u32(p, "llama.block_count", 4)  # the file has 5 blocks
+    return p
+
+
+def make_nan_weight(d, ork):
+    p = os.path.join(d, "nan_weight.gguf")
+    shutil.copy(os.path.join(d, "s260.gguf"), p)
+    poison_f32(p, "blk.2.attn_v.weight", 100, float("nan"))
+    return p
+
+
+def make_inf_norm(d, ork):
+    p = os.path.join(d, "inf_norm.gguf")
+    shutil.copy(os.path.join(d, "s260.gguf"), p)
+    poison_f32(p, "blk.0.ffn_norm.weight", 3, float("inf"))
+    return p
+
+
+def make_escape_name(d, ork):
+    p = os.path.join(d, "escape_name.gguf")
+    shutil.copy(os.path.join(d, "s260.gguf"), p)
+    rename_tensor_byte(p, "blk.1.attn_q.weight", 0, 0x1B)  # "\x1blk.1.attn_q.weight"
+    return p
+
+
+def make_i8_pack(d, ork):
+    p = os.path.join(d, "i8.orkpack")
+    run_ork(["pack", "--uniform", "i8", "s260.gguf", "-o", p], ork, d)
+    os.remove(p + ".tiers")
+    return p
+
+
+def make_poisoned_pack(name, tier, tensor, value):
+    def make(d, ork):
+        p = os.path.join(d, name)
+        run_ork(["pack", "--uniform", tier, "s260.gguf", "-o", p], ork, d)
+        os.remove(p + ".tiers")
+        orkpack_poison_scale(p, tensor, value)
+        return p
+    return make
+
+
+def make_s260_imatrix(d, ork):
+    p = os.path.join(d, "s260.imatrix")
+    with open(os.path.join(d, "calib.txt"), "w") as f:
+        f.write("Once upon a time there was a little girl who liked to play in the park. " * 40)
+    run_ork(["imatrix", "-m", "s260.gguf", "-f", "calib.txt", "-o", p, "-c", "32", "--chunks", "4"], ork, d)
+    os.remove(os.path.join(d, "calib.txt"))
+    return p
+
+
+def make_text(d, ork):
+    p = os.path.join(d, "text.txt")
+    with open(p, "w") as f:
+        f.write("The quick brown fox jumps over the lazy dog. " * 200)
+    return p
+
+
+def make_tiers(name, text):
+    def make(d, ork):
+        p = os.path.join(d, name)
+        with open(p, "w") as f:
+            f.write(text)
+        return p
+    return make
+
+
+MAKERS = {
+    "short_blocks": make_blocks_short,
+    "nan_weight": make_nan_weight,
+    "inf_norm": make_inf_norm,
+    "escape_name": make_escape_name,
+    "i8_pack": make_i8_pack,
+    "nan_scale_pack": make_poisoned_pack("nan_scale.orkpack", "i8", "blk.3.ffn_up.weight", float("nan")),
+    "inf_scale_pack": make_poisoned_pack("inf_scale.orkpack", "i4", "blk.0.attn_k.weight", float("-inf")),
+    "s260_imatrix": make_s260_imatrix,
+    "text": make_text,
+    "unknown_tiers": make_tiers("unknown.tiers", "blk.0.attn_q.weight = i8\nblk.0.attn_qq.weight = i4\n"),
+    "duplicate_tiers": make_tiers("duplicate.tiers", "blk.0.attn_q.weight = i8\n\nblk.0.attn_q.weight = i4\n"),
+    "vector_tiers": make_tiers("vector.tiers", "# norms stay f32\nblk.0.attn_norm.weight = i4\n"),
+    "bad_tier_tiers": make_tiers("bad_tier.tiers", "blk.0.attn_q.weight = i3\n"),
+}
+
+
+def read_table():
+    rows = []
+    with open(os.path.join(HERE, "hostile.tsv"), encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            name, rc, needs, message, command = line.split("\t")
+            rows.append({"name": name, "rc": rc, "needs": needs, "message": message, "command": command})
+    return rows
+
+
+def snapshot(d):
+    out = {}
+    for root, _, files in os.walk(d):
+        for f in files:
+            p = os.path.join(root, f)
+            out[os.path.relpath(p, d)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+    return out
+
+
+class Skip(Exception):
+    pass
+
+
+def memory_cgroup(limit_bytes):
+    """A fresh v1 (or v2) memory cgroup with this limit; its procs file, or Skip."""
+    for base, limit_file, procs in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "cgroup.procs"),
+                                    ("/sys/fs/cgroup", "memory.max", "cgroup.procs")):
+        if not os.path.exists(os.path.join(base, limit_file if base.endswith("memory") else "cgroup.controllers")):
+            continue
+        path = os.path.join(base, "ork-hostile-%d" % os.getpid())
+        try:
+            os.makedirs(path, exist_ok=True)
+            with open(os.path.join(path, limit_file), "w") as f:
+                f.write(str(limit_bytes))
+            return path, os.path.join(path, procs)
+        except OSError:
+            continue
+    raise Skip("no writable memory cgroup (v1 /sys/fs/cgroup/memory or v2)")
+
+
+def run_row(row, ork, testdata):
+    with tempfile.TemporaryDirectory(prefix="ork-hostile-") as d:
+        values = {"ork": ork, "dir": d}
+        for key, rel in MODELS.items():
+            src = os.path.join(testdata, rel)
+            if "{%s}" % key in row["command"] or key == "s260":
+                if not os.path.exists(src):
+                    raise Skip("test data missing: " + src)
+                dst = os.path.join(d, key + ".gguf")
+                shutil.copy(src, dst)
+                values[key] = dst
+        for need in filter(None, row["needs"].split(",")):
+            if need != "-":
+                values[need] = MAKERS[need](d, ork)
+        before = snapshot(d)
+        command = row["command"].format(**values)
+        cgroup = None
+        preexec = None
+        if row["rc"].startswith("cgroup:"):
+            limit_mib, rc = row["rc"][len("cgroup:"):].split(":")
+            cgroup, procs = memory_cgroup(int(limit_mib) << 20)
+
+            def preexec():
+                with open(procs, "w") as f:
+                    f.write(str(os.getpid()))
+            expected_rc = int(rc)
+        elif row["rc"].startswith("kill:"):
+            expected_rc = -signal.SIGTERM
+        else:
+            expected_rc = int(row["rc"])
+        try:
+            proc = subprocess.Popen(command, shell=True, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    preexec_fn=preexec, start_new_session=True)
+            if row["rc"].startswith("kill:"):
+                when = row["rc"][len("kill:"):]
+                if when == "temp":
+                    # As soon as the output's temporary exists: killed mid-write.
+                    deadline = time.time() + TIMEOUT
+                    while time.time() < deadline and not any(".ork-" in f for f in os.listdir(d)):
+                        time.sleep(0.01)
+                else:
+                    time.sleep(float(when))
+                # The shell runs ork as its last command: signal the group.
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                out, _ = proc.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                return "hung: no exit within %d s" % TIMEOUT
+        finally:
+            if cgroup is not None:
+                for _ in range(50):
+                    try:
+                        os.rmdir(cgroup)
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+        text = out.decode("utf-8", errors="replace")
+        rc = proc.returncode
+        # sh reports a signal as 128 + N; a sanitizer as its own exit code with a report.
+        problems = []
+        if rc != expected_rc and not (expected_rc < 0 and rc == 128 - expected_rc):
+            if rc < 0 or rc > 128:
+                problems.append("died of signal %d" % (-rc if rc < 0 else rc - 128))
+            problems.append("exit code %d, expected %d" % (rc, expected_rc))
+        if "ERROR: AddressSanitizer" in text or "runtime error:" in text:
+            problems.append("sanitizer report")
+        if row["message"] and not re.search(row["message"], text, re.S):
+            problems.append("message /%s/ not found" % row["message"])
+        if "\x1b" in text:
+            problems.append("a raw escape byte reached the output")
+        after = snapshot(d)
+        for path, digest in before.items():
+            if after.get(path) != digest:
+                problems.append("input %s was %s" % (path, "modified" if path in after else "removed"))
+        if expected_rc != 0:
+            left = sorted(set(after) - set(before))
+            if left:
+                problems.append("files left behind after a failure: " + ", ".join(left))
+        if problems:
+            return "; ".join(problems) + "\n--- command: " + command + "\n--- output:\n" + text[-3000:]
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ork")
+    ap.add_argument("--testdata")
+    ap.add_argument("--row")
+    ap.add_argument("--all", action="store_true")
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args()
+    rows = read_table()
+    if a.list:
+        print("\n".join(r["name"] for r in rows))
+        return 0
+    if not a.ork or not a.testdata:
+        ap.error("--ork and --testdata are needed to run rows")
+    chosen = [r for r in rows if a.all or r["name"] == a.row]
+    if not chosen:
+        print("no row named", a.row)
+        return 1
+    failed = 0
+    for row in chosen:
+        try:
+            problem = run_row(row, os.path.abspath(a.ork), a.testdata)
+        except Skip as e:
+            print("SKIPPED %s: %s" % (row["name"], e))
+            if not a.all:
+                return SKIP
+            continue
+        if problem:
+            failed += 1
+            print("FAIL %s: %s" % (row["name"], problem))
+        else:
+            print("ok   %s" % row["name"])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
