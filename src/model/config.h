@@ -5,7 +5,7 @@
 #include <string>
 
 #include "format/gguf/gguf.h"
-#include "kernels/ref/ops.h"
+#include "core/op_params.h"
 
 namespace ork {
 
@@ -18,7 +18,7 @@ enum class QkNorm { kNone, kPerHead, kWhole };
 // Each architecture file (src/model/arch/) defines one.
 struct ArchSpec {
   const char* name;          // general.architecture
-  ref::RopeType rope_type;
+  RopeType rope_type;
   bool qkv_bias;             // attn_{q,k,v}.bias (qwen2, qwen2moe)
   QkNorm qk_norm;
   // Mixture of experts. An architecture that `requires_experts` has them in

@@ -50,7 +50,7 @@ void Context::pin_kv_cache() {
 
 // Prefill matmuls the NPU supports run there: the input padded and rotated
 // as the tensor is stored; the engine quantizes it for its datapath.
-bool Context::matmul_npu(const ref::WeightView& w, const float* x, int n, float* y) {
+bool Context::matmul_npu(const WeightView& w, const float* x, int n, float* y) {
   if (npu_ == nullptr || n < 2) return false;
   const MatmulOp op{w.is_tier ? w.tier : Tier::kF32, n, w.is_tier ? w.k_stored : w.cols, w.rows};
   if (!w.is_tier || !npu_->supports(op).ok) {  // GGUF matrices are not orkpack tiers
@@ -93,7 +93,7 @@ const float* Context::rotation_signs(int64_t k, uint64_t seed) {
   return s.signs.data();
 }
 
-bool integer_tier(const ref::WeightView& w) { return w.is_tier && !float_tier(w.tier); }
+bool integer_tier(const WeightView& w) { return w.is_tier && !float_tier(w.tier); }
 
 void pad_rotate_quantize(const float* x, int64_t n, int64_t cols, int64_t k, int block, const float* signs, float* f32,
                          int8_t* q, float* scales, int32_t* sums) {
@@ -109,7 +109,7 @@ void pad_rotate_quantize(const float* x, int64_t n, int64_t cols, int64_t k, int
 // Pads each token's input to k_stored, rotates it if the weight is rotated,
 // and (for the integer kernels) quantizes it per token. Tokens split over
 // the pool when there are several.
-void Context::prepare_activations(const ref::WeightView& w, const float* x, int n, bool quantize) {
+void Context::prepare_activations(const WeightView& w, const float* x, int n, bool quantize) {
   const int64_t k = w.is_tier ? w.k_stored : w.cols;
   act_src_.assign(x, x + static_cast<int64_t>(n) * w.cols);
   act_cols_ = w.cols;
@@ -135,7 +135,7 @@ void Context::prepare_activations(const ref::WeightView& w, const float* x, int 
       8);
 }
 
-bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float* y) {
+bool Context::matmul_fast(const WeightView& w, const float* x, int n, float* y) {
   if (!fast_kernels_) return false;
   const bool quantized = integer_tier(w);
   const bool plain_tier = w.is_tier && !quantized;
@@ -185,7 +185,7 @@ bool Context::matmul_fast(const ref::WeightView& w, const float* x, int n, float
   return true;
 }
 
-void Context::matmul(const ref::WeightView& w, const float* x, int n, float* y) {
+void Context::matmul(const WeightView& w, const float* x, int n, float* y) {
   if (observer_) observer_(w, x, n);
   if (matmul_npu(w, x, n, y)) return;
   // Decoding, a quantized matrix (o, the output, a dense down) takes its
@@ -239,8 +239,8 @@ void add_bias(std::vector<float>& y, const std::vector<float>& bias, int n) {
 
 }  // namespace
 
-ref::RopeParams Context::rope_params() const {
-  return ref::RopeParams{c_.arch->rope_type, c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
+RopeParams Context::rope_params() const {
+  return RopeParams{c_.arch->rope_type, c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale,
                           model_.rope_freqs().empty() ? nullptr : model_.rope_freqs().data()};
 }
 
@@ -263,7 +263,7 @@ void Context::swiglu(const float* gate, const float* up, int64_t n, float* out) 
   }
 }
 
-bool Context::decode_loop(const ref::WeightView& w, int n) const {
+bool Context::decode_loop(const WeightView& w, int n) const {
   return n == 1 && fast_kernels_ && !observer_ && integer_tier(w);
 }
 
@@ -271,7 +271,7 @@ bool Context::decode_loop(const ref::WeightView& w, int n) const {
 void Context::rope_rows(float* x, int n, int n_heads, const float* norm) {
   const int hd = c_.head_dim;
   const int half = c_.n_rot / 2;
-  const ref::RopeParams rope = rope_params();
+  const RopeParams rope = rope_params();
   for (int t = 0; t < n; ++t) {
     for (int h = 0; h < n_heads; ++h) {
       float* head = x + (static_cast<int64_t>(t) * n_heads + h) * hd;
@@ -283,7 +283,7 @@ void Context::rope_rows(float* x, int n, int n_heads, const float* norm) {
         }
       }
       if (fast_kernels_) {
-        cpu::rope(head, c_.n_rot, rope.type == ref::RopeType::kNorm, &rope_cos_[static_cast<size_t>(t * half)],
+        cpu::rope(head, c_.n_rot, rope.type == RopeType::kNorm, &rope_cos_[static_cast<size_t>(t * half)],
                   &rope_sin_[static_cast<size_t>(t * half)]);
       } else {
         ref::rope(head, hd, n_past_ + t, rope);
@@ -374,7 +374,7 @@ void Context::attention(int layer, int n_tokens) {
       std::max<int64_t>(1, 4096 / std::max(1, (n_past_ + n_tokens) * hd * group)));
 }
 
-Context::QuantInput& Context::input_slot(const ref::WeightView& w, QuantInputs& cache, bool* fresh) {
+Context::QuantInput& Context::input_slot(const WeightView& w, QuantInputs& cache, bool* fresh) {
   for (size_t i = 0; i < cache.used; ++i) {
     QuantInput& q = cache.slots[i];
     if (q.in_basis_of(w)) {
@@ -391,7 +391,7 @@ Context::QuantInput& Context::input_slot(const ref::WeightView& w, QuantInputs& 
 
 // A slot keeps its basis from call to call, so the rotation's signs are
 // looked up only when the basis changes.
-void Context::set_basis(const ref::WeightView& w, QuantInput& q) {
+void Context::set_basis(const WeightView& w, QuantInput& q) {
   if (q.in_basis_of(w) && !q.codes.empty()) return;
   q.k = w.k_stored;
   q.block = w.rotation_block;
@@ -406,7 +406,7 @@ void Context::fill_input(const float* x, int64_t cols, QuantInput& q) {
 }
 
 // Quantized activations of one input for one stored basis (k, rotation).
-const Context::QuantInput& Context::quantize_input(const ref::WeightView& w, const float* x, QuantInputs& cache) {
+const Context::QuantInput& Context::quantize_input(const WeightView& w, const float* x, QuantInputs& cache) {
   bool fresh = false;
   QuantInput& q = input_slot(w, cache, &fresh);
   if (fresh) fill_input(x, w.cols, q);
@@ -454,7 +454,7 @@ void Context::matmuls_together(std::span<const QuantJob> jobs, int group_size,
 // done(i), if given, is called once output i is complete - in the loop, by
 // the thread that finished it, so that its follow-up work runs while the
 // other thread goes on with the rest (each call must touch only its output).
-void Context::matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x,
+void Context::matmul_shared_input(std::initializer_list<std::pair<const WeightView*, float*>> outs, const float* x,
                                   int n, const std::function<void(int)>& done) {
   bool together = true;
   for (const auto& [w, y] : outs) together = together && decode_loop(*w, n);
@@ -479,9 +479,9 @@ void Context::matmul_shared_input(std::initializer_list<std::pair<const ref::Wei
 // read by the SIMD kernel - the integer matmuls' view of it, so nf4 through
 // its int8 codebook; anything else by the reference dequantizer.
 void Context::embed(int32_t token, float* out) {
-  const ref::WeightView& w = model_.token_embd();
+  const WeightView& w = model_.token_embd();
   if (!fast_kernels_ || !integer_tier(w) || w.rotation_block > 0) {
-    ref::dequantize_row(w, token, out);
+    dequantize_row(w, token, out);
     return;
   }
   quant_row_.resize(static_cast<size_t>(w.k_stored));
@@ -597,7 +597,7 @@ Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& 
 
   if (fast_kernels_) {
     // The rotary angles of this batch's positions, shared by every layer and head.
-    const ref::RopeParams rope = rope_params();
+    const RopeParams rope = rope_params();
     const auto half = static_cast<size_t>(c_.n_rot / 2);
     rope_cos_.resize(static_cast<size_t>(n) * half);
     rope_sin_.resize(static_cast<size_t>(n) * half);

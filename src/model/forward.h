@@ -84,7 +84,7 @@ class Context {
 
   // Called with every matmul's weight and input (n_tokens x cols floats)
   // before it runs: how importance matrices are collected.
-  using MatmulObserver = std::function<void(const ref::WeightView& w, const float* x, int n_tokens)>;
+  using MatmulObserver = std::function<void(const WeightView& w, const float* x, int n_tokens)>;
   void set_observer(MatmulObserver observer) { observer_ = std::move(observer); }
 
   // Mixture-of-experts accounting since the Context was made: how often
@@ -154,7 +154,7 @@ class Context {
     float scale = 0;
     int32_t sum = 0;
     // Whether this is the basis w is stored in (k, rotation).
-    bool in_basis_of(const ref::WeightView& w) const {
+    bool in_basis_of(const WeightView& w) const {
       return k == w.k_stored && block == w.rotation_block && seed == w.rotation_seed;
     }
   };
@@ -168,13 +168,13 @@ class Context {
   };
   // The slot of `cache` for w's stored basis, its buffers sized; `fresh`
   // when it was not there yet (its codes are then to be filled).
-  QuantInput& input_slot(const ref::WeightView& w, QuantInputs& cache, bool* fresh);
+  QuantInput& input_slot(const WeightView& w, QuantInputs& cache, bool* fresh);
   // Makes q's basis w's and sizes its buffers (its codes are then stale).
-  void set_basis(const ref::WeightView& w, QuantInput& q);
+  void set_basis(const WeightView& w, QuantInput& q);
   // Pads, rotates and quantizes one input of `cols` values into q's basis.
   // Touches only q, so threads may fill different slots at once.
   static void fill_input(const float* x, int64_t cols, QuantInput& q);
-  const QuantInput& quantize_input(const ref::WeightView& w, const float* x, QuantInputs& cache);
+  const QuantInput& quantize_input(const WeightView& w, const float* x, QuantInputs& cache);
   struct QuantJob {
     QuantWeights w;
     const QuantInput* in;
@@ -185,7 +185,7 @@ class Context {
   // every row of the group visible to it.
   void matmuls_together(std::span<const QuantJob> jobs, int group_size = 0,
                         const std::function<void(int group)>& group_done = nullptr);
-  void matmul_shared_input(std::initializer_list<std::pair<const ref::WeightView*, float*>> outs, const float* x, int n,
+  void matmul_shared_input(std::initializer_list<std::pair<const WeightView*, float*>> outs, const float* x, int n,
                            const std::function<void(int)>& done = nullptr);
   void store_kv(int layer, int n_tokens, bool values);
   void finish_projection(int layer, int n_tokens, int which);
@@ -194,14 +194,14 @@ class Context {
   void swiglu(const float* gate, const float* up, int64_t n, float* out);
   // Whether a matmul of w over n tokens runs in decode's parallel loops
   // over quantized inputs (matmuls_together).
-  bool decode_loop(const ref::WeightView& w, int n) const;
+  bool decode_loop(const WeightView& w, int n) const;
   void rope_rows(float* x, int n, int n_heads, const float* norm);
-  ref::RopeParams rope_params() const;
-  void matmul(const ref::WeightView& w, const float* x, int n, float* y);
-  bool matmul_fast(const ref::WeightView& w, const float* x, int n, float* y);
-  bool matmul_npu(const ref::WeightView& w, const float* x, int n, float* y);
+  RopeParams rope_params() const;
+  void matmul(const WeightView& w, const float* x, int n, float* y);
+  bool matmul_fast(const WeightView& w, const float* x, int n, float* y);
+  bool matmul_npu(const WeightView& w, const float* x, int n, float* y);
   void pin_kv_cache();
-  void prepare_activations(const ref::WeightView& w, const float* x, int n, bool quantize);
+  void prepare_activations(const WeightView& w, const float* x, int n, bool quantize);
   const float* rotation_signs(int64_t k, uint64_t seed);
   void resize_scratch(int n_tokens);
   // Profile: the time since the last lap (and the pool's loop time in it)

@@ -8,7 +8,7 @@
 namespace ork {
 
 // An orkpack tier the integer kernels read (not a float tier).
-bool integer_tier(const ref::WeightView& w);
+bool integer_tier(const WeightView& w);
 
 // Rows [0, n) of x (`cols` wide) padded with zeros to k into f32, rotated
 // when `signs` is given (block `block`), then quantized per row into q,

@@ -55,9 +55,9 @@ bool Context::moe_decode_fused(int layer) {
   // all of them at once rather than miss on each in turn.
   for (int j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(route_ids_[static_cast<size_t>(j)]);
-    for (const ref::WeightView* w : {&L.gate_exps[e], &L.up_exps[e], &L.down_exps[e]}) {
+    for (const WeightView* w : {&L.gate_exps[e], &L.up_exps[e], &L.down_exps[e]}) {
       __builtin_prefetch(w);
-      __builtin_prefetch(reinterpret_cast<const char*>(w) + sizeof(ref::WeightView) - 1);
+      __builtin_prefetch(reinterpret_cast<const char*>(w) + sizeof(WeightView) - 1);
     }
     __builtin_prefetch(&moe_stats_.hits[static_cast<size_t>(layer) * c_.n_expert + e], 1);
   }
@@ -159,10 +159,10 @@ bool Context::moe_prefill_fused(int layer, int n) {
     const auto ue = static_cast<size_t>(e);
     const int m = begin[ue + 1] - begin[ue];
     if (m == 0) continue;
-    const ref::WeightView &g = L.gate_exps[ue], &u = L.up_exps[ue], &d = L.down_exps[ue];
+    const WeightView &g = L.gate_exps[ue], &u = L.up_exps[ue], &d = L.down_exps[ue];
     if (!integer_tier(g) || !integer_tier(u) || !integer_tier(d)) return false;
     // Signs looked up here: rotation_signs is not for several threads at once.
-    auto signs = [&](const ref::WeightView& w) {
+    auto signs = [&](const WeightView& w) {
       return w.rotation_block > 0 ? rotation_signs(w.k_stored, w.rotation_seed) : nullptr;
     };
     experts.push_back({e, m, signs(g), signs(u), signs(d)});
@@ -192,12 +192,12 @@ bool Context::moe_prefill_fused(int layer, int n) {
     for (int64_t j = first; j < last; ++j) {
       const Expert& x = experts[static_cast<size_t>(j)];
       const auto ue = static_cast<size_t>(x.e);
-      const ref::WeightView &g = L.gate_exps[ue], &u = L.up_exps[ue], &d = L.down_exps[ue];
+      const WeightView &g = L.gate_exps[ue], &u = L.up_exps[ue], &d = L.down_exps[ue];
       const int32_t* r = &routes[static_cast<size_t>(begin[ue])];
       const auto m = static_cast<size_t>(x.m);
       in.resize(m * E);
       for (size_t i = 0; i < m; ++i) std::copy_n(&xn_[static_cast<size_t>(r[i] / k) * E], E, &in[i * E]);
-      auto prepare = [&](const float* src, int64_t cols, const ref::WeightView& w, const float* signs) {
+      auto prepare = [&](const float* src, int64_t cols, const WeightView& w, const float* signs) {
         const int64_t kw = w.k_stored;
         f32.resize(m * static_cast<size_t>(kw));
         codes.resize(m * static_cast<size_t>(kw));

@@ -14,7 +14,7 @@ namespace {
 // One tensor as the model binds it, from either file format.
 struct TensorEntry {
   std::vector<uint64_t> dims;
-  ref::WeightView view;
+  WeightView view;
   std::string type_name;
   bool readable = true;
 };
@@ -25,7 +25,7 @@ class Binder {
       : gguf_(gguf), pack_(pack), names_(names) {}
 
   // A matrix of ne = [cols, rows].
-  Status matrix(const std::string& name, int64_t cols, int64_t rows, ref::WeightView* out) {
+  Status matrix(const std::string& name, int64_t cols, int64_t rows, WeightView* out) {
     ORK_ASSIGN_OR_RETURN(TensorEntry t, find(name));
     if (t.dims.size() != 2 || t.dims[0] != static_cast<uint64_t>(cols) || t.dims[1] != static_cast<uint64_t>(rows)) {
       return error(StatusCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}]", path(), name,
@@ -38,7 +38,7 @@ class Binder {
   // Mixture-of-experts matrices [cols, rows] per expert: a 3-D GGUF tensor
   // [cols, rows, n_expert], or the orkpack's "<name>.e<i>" entries.
   Status experts(const std::string& name, int64_t cols, int64_t rows, int64_t n_expert,
-                 std::vector<ref::WeightView>* out) {
+                 std::vector<WeightView>* out) {
     out->resize(static_cast<size_t>(n_expert));
     if (pack_ != nullptr) {
       for (int64_t e = 0; e < n_expert; ++e) {
@@ -55,7 +55,7 @@ class Binder {
     ORK_RETURN_IF_ERROR(check_float_matrix(name, t.view));
     const uint64_t expert_bytes = t.view.row_bytes * static_cast<uint64_t>(rows);
     for (int64_t e = 0; e < n_expert; ++e) {
-      ref::WeightView v = t.view;
+      WeightView v = t.view;
       v.rows = rows;
       v.data = t.view.data + static_cast<uint64_t>(e) * expert_bytes;
       v.name = names_->emplace_back(name + ".e" + std::to_string(e)).c_str();
@@ -71,7 +71,7 @@ class Binder {
       return error(StatusCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}]", path(), name, shape(t.dims), n);
     }
     out->resize(static_cast<size_t>(n));
-    ref::dequantize_row(t.view, 0, out->data());
+    dequantize_row(t.view, 0, out->data());
     for (int64_t i = 0; i < n; ++i) {
       if (!std::isfinite((*out)[static_cast<size_t>(i)])) {
         return error(StatusCode::kCorrupt, "{}: tensor '{}' holds {} at {}; ork refuses values that are not finite",
@@ -84,7 +84,7 @@ class Binder {
   // A GGUF's float matrices are scanned for NaN and infinity at load (an
   // orkpack's are when it is opened; block-quantized types are not: a bad
   // block scale shows as a non-finite logit, which eval refuses).
-  Status check_float_matrix(const std::string& name, const ref::WeightView& v) const {
+  Status check_float_matrix(const std::string& name, const WeightView& v) const {
     if (v.is_tier) return Status::ok();
     const uint64_t n = static_cast<uint64_t>(v.cols) * static_cast<uint64_t>(v.rows);
     int64_t bad = -1;
@@ -136,7 +136,7 @@ class Binder {
       const OrkpackTensor* t = pack_->find_tensor(name);
       if (t == nullptr) return error(StatusCode::kNotFound, "{}: tensor '{}' is missing", path(), name);
       e.dims = t->spec.dims;
-      ref::WeightView& v = e.view;
+      WeightView& v = e.view;
       v.is_tier = true;
       v.tier = t->spec.tier;
       v.data = t->data;
@@ -157,7 +157,7 @@ class Binder {
     }
     e.dims = t->dims;
     // rows() counts every row of every expert of a 3-D tensor.
-    e.view = ref::WeightView{t->type, t->name.c_str(), t->data, static_cast<int64_t>(t->ne(0)),
+    e.view = WeightView{t->type, t->name.c_str(), t->data, static_cast<int64_t>(t->ne(0)),
                              static_cast<int64_t>(t->rows()), t->bytes / t->rows()};
     return e;
   }
@@ -286,16 +286,10 @@ Status Model::bind() {
   return check_nothing_left(b, c);
 }
 
-uint64_t matrix_bytes(const ref::WeightView& w) {
-  if (w.data == nullptr) return 0;
-  if (!w.is_tier) return w.row_bytes * static_cast<uint64_t>(w.rows);
-  return tier_data_bytes(w.tier, w.rows, w.k_stored) + (w.scales != nullptr ? 4ull * static_cast<uint64_t>(w.rows) : 0);
-}
-
 uint64_t Model::dense_bytes_per_token() const {
   uint64_t total = 0;
   for (const LayerWeights& L : layers_) {
-    for (const ref::WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
+    for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
                                      &L.gate_shexp, &L.up_shexp, &L.down_shexp}) {
       total += matrix_bytes(*w);
     }

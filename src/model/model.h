@@ -11,29 +11,27 @@
 
 #include "format/gguf/gguf.h"
 #include "format/orkpack/orkpack.h"
-#include "kernels/ref/ops.h"
+#include "quant/weight_view.h"
 #include "model/config.h"
 
 namespace ork {
 
 struct LayerWeights {
   std::vector<float> attn_norm;
-  ref::WeightView wq, wk, wv, wo;
+  WeightView wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;          // qwen2 only
   std::vector<float> q_norm, k_norm;      // qwen3 only
   std::vector<float> ffn_norm;
-  ref::WeightView w_gate, w_up, w_down;  // dense FFN
+  WeightView w_gate, w_up, w_down;  // dense FFN
 
   // Mixture of experts: the router (n_embd -> n_expert logits) and each
   // expert's matrices; qwen2moe's shared expert and its gate vector.
-  ref::WeightView router;
-  std::vector<ref::WeightView> gate_exps, up_exps, down_exps;
-  ref::WeightView gate_shexp, up_shexp, down_shexp;
+  WeightView router;
+  std::vector<WeightView> gate_exps, up_exps, down_exps;
+  WeightView gate_shexp, up_shexp, down_shexp;
   std::vector<float> shexp_gate;
 };
 
-// Bytes of a stored matrix (planes and scales, or the GGUF rows).
-uint64_t matrix_bytes(const ref::WeightView& w);
 
 class Model {
  public:
@@ -54,8 +52,8 @@ class Model {
   // Read into memory of its own (MappedFile::Residency::kResident), not mapped.
   bool resident() const { return pack_ ? pack_->resident() : gguf_.resident(); }
   const OrkpackFile* orkpack() const { return pack_ ? &*pack_ : nullptr; }
-  const ref::WeightView& token_embd() const { return token_embd_; }
-  const ref::WeightView& output() const { return output_; }
+  const WeightView& token_embd() const { return token_embd_; }
+  const WeightView& output() const { return output_; }
   const std::vector<float>& output_norm() const { return output_norm_; }
   const std::vector<float>& rope_freqs() const { return rope_freqs_; }
   const LayerWeights& layer(int i) const { return layers_[static_cast<size_t>(i)]; }
@@ -73,8 +71,8 @@ class Model {
   GgufFile gguf_;
   std::optional<OrkpackFile> pack_;
   ModelConfig config_;
-  ref::WeightView token_embd_;
-  ref::WeightView output_;
+  WeightView token_embd_;
+  WeightView output_;
   bool tied_ = false;
   std::vector<float> output_norm_;
   std::vector<float> rope_freqs_;

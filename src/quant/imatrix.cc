@@ -6,17 +6,11 @@
 
 #include "core/escape.h"
 #include "format/gguf/gguf_writer.h"
-#include "model/forward.h"
 #include "quant/rotation.h"
 #include "quant/tier.h"
 
 namespace ork {
 namespace {
-
-struct Accumulator {
-  std::vector<double> raw, rotated, cov;
-  uint64_t count = 0;
-};
 
 std::vector<uint8_t> float_bytes(const std::vector<float>& v) {
   std::vector<uint8_t> out(v.size() * 4);
@@ -26,61 +20,40 @@ std::vector<uint8_t> float_bytes(const std::vector<float>& v) {
 
 }  // namespace
 
-Result<ImportanceMatrix> ImportanceMatrix::collect(const Model& model, const std::vector<int32_t>& tokens, int n_ctx,
-                                                   uint64_t rotation_seed, int bos,
-                                                   const std::function<void(int, int)>& progress) {
-  if (n_ctx < 2) return error(StatusCode::kInvalidArgument, "imatrix: context must be at least 2 tokens");
-  std::map<std::string, Accumulator> acc;
-  std::vector<float> row;
-  Context ctx(model, n_ctx);
-  ctx.set_observer([&](const ref::WeightView& w, const float* x, int n) {
-    if (w.name == nullptr) return;
-    Accumulator& a = acc[w.name];
-    const int64_t k = w.cols;
-    const int64_t ks = tier_stored_k(k);
-    const int block = rotation_block(ks);
-    a.raw.resize(static_cast<size_t>(k));
-    a.rotated.resize(static_cast<size_t>(ks));
-    row.resize(static_cast<size_t>(ks));
-    const bool with_cov = k <= kMaxCovarianceK;
-    if (with_cov) a.cov.resize(static_cast<size_t>(k * k));
-    for (int t = 0; t < n; ++t) {
-      const float* xt = x + static_cast<int64_t>(t) * k;
-      if (with_cov) {
-        for (int64_t i = 0; i < k; ++i) {
-          const double xi = xt[i];
-          double* c = &a.cov[static_cast<size_t>(i * k)];
-          for (int64_t j = 0; j < k; ++j) c[j] += xi * xt[j];
-        }
+void ImportanceAccumulator::add(const std::string& name, const float* x, int n, int64_t k) {
+  Sums& a = sums_[name];
+  const int64_t ks = tier_stored_k(k);
+  const int block = rotation_block(ks);
+  a.raw.resize(static_cast<size_t>(k));
+  a.rotated.resize(static_cast<size_t>(ks));
+  row_.resize(static_cast<size_t>(ks));
+  const bool with_cov = k <= kMaxCovarianceK;
+  if (with_cov) a.cov.resize(static_cast<size_t>(k * k));
+  for (int t = 0; t < n; ++t) {
+    const float* xt = x + static_cast<int64_t>(t) * k;
+    if (with_cov) {
+      for (int64_t i = 0; i < k; ++i) {
+        const double xi = xt[i];
+        double* c = &a.cov[static_cast<size_t>(i * k)];
+        for (int64_t j = 0; j < k; ++j) c[j] += xi * xt[j];
       }
-      std::fill(row.begin(), row.end(), 0.0f);
-      std::copy_n(xt, k, row.begin());
-      for (int64_t j = 0; j < k; ++j) a.raw[static_cast<size_t>(j)] += static_cast<double>(xt[j]) * xt[j];
-      rotate(row.data(), ks, block, rotation_seed);
-      for (int64_t j = 0; j < ks; ++j) a.rotated[static_cast<size_t>(j)] += static_cast<double>(row[static_cast<size_t>(j)]) * row[static_cast<size_t>(j)];
     }
-    a.count += static_cast<uint64_t>(n);
-  });
-  const int n_chunks = static_cast<int>(tokens.size() / static_cast<size_t>(n_ctx));
-  if (n_chunks == 0) {
-    return error(StatusCode::kInvalidArgument, "imatrix: {} calibration tokens do not fill one window of {}",
-                 tokens.size(), n_ctx);
+    std::fill(row_.begin(), row_.end(), 0.0f);
+    std::copy_n(xt, k, row_.begin());
+    for (int64_t j = 0; j < k; ++j) a.raw[static_cast<size_t>(j)] += static_cast<double>(xt[j]) * xt[j];
+    rotate(row_.data(), ks, block, rotation_seed_);
+    for (int64_t j = 0; j < ks; ++j) {
+      a.rotated[static_cast<size_t>(j)] += static_cast<double>(row_[static_cast<size_t>(j)]) * row_[static_cast<size_t>(j)];
+    }
   }
-  uint64_t used = 0;
-  for (int c = 0; c < n_chunks; ++c) {
-    std::vector<int32_t> window(tokens.begin() + static_cast<long>(c) * n_ctx,
-                                tokens.begin() + static_cast<long>(c + 1) * n_ctx);
-    if (bos >= 0) window[0] = bos;
-    ctx.truncate(0);
-    auto logits = ctx.eval(window);
-    if (!logits.is_ok()) return logits.status();
-    used += window.size();
-    if (progress) progress(c + 1, n_chunks);
-  }
+  a.count += static_cast<uint64_t>(n);
+}
+
+ImportanceMatrix ImportanceAccumulator::finish(uint64_t tokens) const {
   ImportanceMatrix m;
-  m.tokens_ = used;
-  m.rotation_seed_ = rotation_seed;
-  for (auto& [name, a] : acc) {
+  m.tokens_ = tokens;
+  m.rotation_seed_ = rotation_seed_;
+  for (const auto& [name, a] : sums_) {
     ImportanceVectors& v = m.entries_[name];
     const double inv = a.count > 0 ? 1.0 / static_cast<double>(a.count) : 0.0;
     for (double s : a.raw) v.raw.push_back(static_cast<float>(s * inv));

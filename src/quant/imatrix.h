@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,7 +16,6 @@
 namespace ork {
 
 class GgufFile;
-class Model;
 
 struct ImportanceVectors {
   std::vector<float> raw;      // K values
@@ -32,10 +30,6 @@ inline constexpr int64_t kMaxCovarianceK = 1024;
 
 class ImportanceMatrix {
  public:
-  // Runs the reference forward pass over `tokens` in windows of `n_ctx`
-  // (each window starting with BOS if the model uses one) and accumulates.
-  static Result<ImportanceMatrix> collect(const Model& model, const std::vector<int32_t>& tokens, int n_ctx,
-                                          uint64_t rotation_seed, int bos, const std::function<void(int, int)>& progress);
   static Result<ImportanceMatrix> load(const std::string& path);
   // The same from a GGUF already parsed (errors name gguf.path()).
   static Result<ImportanceMatrix> parse(const GgufFile& gguf);
@@ -48,9 +42,31 @@ class ImportanceMatrix {
   const std::map<std::string, ImportanceVectors>& entries() const { return entries_; }
 
  private:
+  friend class ImportanceAccumulator;
   std::map<std::string, ImportanceVectors> entries_;
   uint64_t tokens_ = 0;
   uint64_t rotation_seed_ = 0;
+};
+
+// Sums the inputs of every matmul of a calibration run (collect_importance
+// in model/imatrix_collect.h feeds it from the forward pass's observer):
+// per input column the mean square, raw and in the rotated basis, and the
+// second moments where K is small enough.
+class ImportanceAccumulator {
+ public:
+  explicit ImportanceAccumulator(uint64_t rotation_seed) : rotation_seed_(rotation_seed) {}
+  // n rows of k floats, the input of the weight called `name`.
+  void add(const std::string& name, const float* x, int n, int64_t k);
+  ImportanceMatrix finish(uint64_t tokens) const;
+
+ private:
+  struct Sums {
+    std::vector<double> raw, rotated, cov;
+    uint64_t count = 0;
+  };
+  uint64_t rotation_seed_;
+  std::map<std::string, Sums> sums_;
+  std::vector<float> row_;
 };
 
 }  // namespace ork

@@ -331,7 +331,7 @@ TEST(Vnpu, WeightsBeyondTheWindowAreMappedOnDemand) {
 }
 
 TEST(Vnpu, TraceFileLoadsAsChromeTraceEvents) {
-  npu::Trace trace;
+  Trace trace;
   VnpuOptions o = vnpu_options(2);
   o.trace = &trace;
   {

@@ -171,9 +171,9 @@ TEST_F(FloatEveryTarget, RmsNormSwigluRopeMatchReference) {
   }
   // RoPE from a table equals the reference rope, both layouts, bit for bit.
   const int head_dim = 64;
-  for (auto type : {ref::RopeType::kNorm, ref::RopeType::kNeox}) {
+  for (auto type : {RopeType::kNorm, RopeType::kNeox}) {
     for (int n_rot : {64, 32}) {
-      const ref::RopeParams p{type, n_rot, 10000.0f, 1.0f, nullptr};
+      const RopeParams p{type, n_rot, 10000.0f, 1.0f, nullptr};
       std::vector<float> cos(n_rot / 2), sin(n_rot / 2);
       ref::rope_table(123, p, cos.data(), sin.data());
       const auto x = normal_vector(head_dim, 6);
@@ -182,7 +182,7 @@ TEST_F(FloatEveryTarget, RmsNormSwigluRopeMatchReference) {
       for (int t = 0; t < cpu::compiled_target_count(); ++t) {
         cpu::force_target(t);
         std::vector<float> got = x;
-        cpu::rope(got.data(), n_rot, type == ref::RopeType::kNorm, cos.data(), sin.data());
+        cpu::rope(got.data(), n_rot, type == RopeType::kNorm, cos.data(), sin.data());
         ASSERT_EQ(got, want) << cpu::target_name(t) << " n_rot=" << n_rot;
       }
     }

@@ -291,11 +291,11 @@ TEST(MoeDecode, AnObserverSeesEveryRoutedExpert) {
   const ModelConfig& c = (*model)->config();
   Context ctx(**model, 32);
   int experts_seen = 0;
-  ctx.set_observer([&](const ref::WeightView& w, const float*, int) {
+  ctx.set_observer([&](const WeightView& w, const float*, int) {
     for (int l = 0; l < c.n_layer; ++l) {
       const LayerWeights& L = (*model)->layer(l);
       for (const auto* set : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
-        for (const ref::WeightView& e : *set) experts_seen += &e == &w;
+        for (const WeightView& e : *set) experts_seen += &e == &w;
       }
     }
   });
@@ -431,7 +431,7 @@ void expect_fused_prefill_matches_loop(const Model& model) {
   std::vector<int32_t> ids;
   for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 37) % 500);
   Context loop(model, 64);
-  loop.set_observer([](const ref::WeightView&, const float*, int) {});
+  loop.set_observer([](const WeightView&, const float*, int) {});
   auto want = loop.eval(ids, /*all_logits=*/true);
   ASSERT_TRUE(want.is_ok());
   EXPECT_EQ(loop.moe_stats().fused_prefill_layers, 0u);

@@ -13,6 +13,7 @@
 #include "format/gguf/gguf_writer.h"
 #include "model/forward.h"
 #include "model/perplexity.h"
+#include "model/imatrix_collect.h"
 #include "quant/imatrix.h"
 #include "quant/packer.h"
 #include "testdata.h"
@@ -121,7 +122,7 @@ TEST(Pack, ImportanceMatrixRoundTripsAndSteersThePlan) {
   ASSERT_TRUE(model.is_ok());
   std::vector<int32_t> tokens;
   for (int i = 0; i < 256; ++i) tokens.push_back(3 + (i * 104729) % 2000);
-  auto m = ImportanceMatrix::collect(**model, tokens, 64, kDefaultRotationSeed, 1, nullptr);
+  auto m = collect_importance(**model, tokens, 64, kDefaultRotationSeed, 1, nullptr);
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   EXPECT_EQ(m->tokens(), 256u);
   const ImportanceVectors* q = m->find("blk.0.attn_q.weight");
@@ -248,7 +249,7 @@ TEST(Pack, InputsThatDoNotFitTheModelAreRefusedBeforeWork) {
   ASSERT_TRUE(other.is_ok());
   std::vector<int32_t> tokens;
   for (int i = 0; i < 64; ++i) tokens.push_back(3 + (i * 7919) % 500);
-  auto m = ImportanceMatrix::collect(**other, tokens, 32, kDefaultRotationSeed, 1, nullptr);
+  auto m = collect_importance(**other, tokens, 32, kDefaultRotationSeed, 1, nullptr);
   ASSERT_TRUE(m.is_ok());
   PackOptions foreign;
   foreign.imatrix = &*m;

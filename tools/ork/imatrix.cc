@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "core/output_file.h"
+#include "model/imatrix_collect.h"
 #include "quant/imatrix.h"
 #include "quant/rotation.h"
 #include "text_input.h"
@@ -23,7 +24,7 @@ int imatrix(const ImatrixCliOptions& c) {
   if (!model.is_ok()) return fail(model.status().to_string());
   auto tokens = tokenize_file(**model, c.text, static_cast<size_t>(c.n_ctx) * static_cast<size_t>(c.chunks));
   if (!tokens.is_ok()) return fail(tokens.status().to_string());
-  auto m = ImportanceMatrix::collect(**model, tokens->ids, c.n_ctx, kDefaultRotationSeed, tokens->bos,
+  auto m = collect_importance(**model, tokens->ids, c.n_ctx, kDefaultRotationSeed, tokens->bos,
                                      [](int done, int total) { progress_bar("imatrix", done, total); });
   if (!m.is_ok()) return fail(m.status().to_string());
   const Status s = m->save(c.output, c.text);

@@ -19,7 +19,7 @@ Status NpuCli::start() {
   ORK_ASSIGN_OR_RETURN(npu::VnpuOptions o, npu::parse_npu_spec(spec));
   if (!trace.empty()) {
     ORK_RETURN_IF_ERROR(check_output_path(trace, {}, "--trace"));
-    trace_data_ = std::make_unique<npu::Trace>();
+    trace_data_ = std::make_unique<Trace>();
     o.trace = trace_data_.get();
   }
   ORK_ASSIGN_OR_RETURN(engine_, npu::NpuEngine::create(o));

@@ -29,7 +29,7 @@ struct NpuCli {
   Status finish();
 
  private:
-  std::unique_ptr<npu::Trace> trace_data_;
+  std::unique_ptr<Trace> trace_data_;
   std::unique_ptr<npu::NpuEngine> engine_;
 };
 

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "model/model.h"
 #include "model/tokenizer/tokenizer.h"
+#include "model/imatrix_collect.h"
 #include "quant/imatrix.h"
 #include "quant/packer.h"
 #include "text_input.h"
@@ -87,7 +88,7 @@ int pack(const PackCliOptions& c) {
     auto tokens = tokenize_file(**model, c.calib, c.calib_ctx * c.calib_chunks);
     if (!tokens.is_ok()) return fail(tokens.status().to_string());
     std::fprintf(stderr, "ork: collecting an importance matrix from %zu tokens of %s\n", tokens->ids.size(), c.calib.c_str());
-    auto m = ImportanceMatrix::collect(**model, tokens->ids, c.calib_ctx, o.rotation_seed, tokens->bos,
+    auto m = collect_importance(**model, tokens->ids, c.calib_ctx, o.rotation_seed, tokens->bos,
                                        [](int done, int total) { progress_bar("imatrix", done, total); });
     if (!m.is_ok()) return fail(m.status().to_string());
     imatrix = std::move(m).value();

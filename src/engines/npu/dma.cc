@@ -18,7 +18,7 @@ DmaQueue::~DmaQueue() {
 }
 
 void DmaQueue::push(const DmaDesc& d) {
-  TraceScope t(s_->trace(), TraceKind::kDmaPush, s_->index(), static_cast<int64_t>(pushes_ + 1));
+  NpuTraceScope t(s_->trace(), TraceKind::kDmaPush, s_->index(), static_cast<int64_t>(pushes_ + 1));
   {
     std::lock_guard lock(mu_);
     queue_.push_back({d, false, Status::ok()});
@@ -28,7 +28,7 @@ void DmaQueue::push(const DmaDesc& d) {
 }
 
 Status DmaQueue::pop(int64_t progress) {
-  TraceScope t(s_->trace(), TraceKind::kDmaWait, s_->index(), progress);
+  NpuTraceScope t(s_->trace(), TraceKind::kDmaWait, s_->index(), progress);
   std::unique_lock lock(mu_);
   if (queue_.empty()) return error(StatusCode::kInternal, "vnpu session {}: DMA pop with nothing pushed", s_->index());
   cv_.wait(lock, [&] { return queue_.front().done; });

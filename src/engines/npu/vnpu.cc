@@ -216,7 +216,7 @@ Status Session::run(JobState& js) {
   }
   Status pre;
   {
-    TraceScope t(trace_, TraceKind::kFence, index_, fence_seq_ + 1);
+    NpuTraceScope t(trace_, TraceKind::kFence, index_, fence_seq_ + 1);
     pre = dev_->barrier(index_, ++fence_seq_, st, js);
   }
   if (st.is_ok() && !pre.is_ok()) st = pre;
@@ -224,7 +224,7 @@ Status Session::run(JobState& js) {
   {
     // Dirty output: every output byte leaves VTCM by DMA, so the flush is
     // the drain; a kernel that wrote DDR directly would clean its lines here.
-    TraceScope t(trace_, TraceKind::kFlush, index_, dma_->outstanding());
+    NpuTraceScope t(trace_, TraceKind::kFlush, index_, dma_->outstanding());
     Status drained = dma_->flush();
     if (st.is_ok() && !drained.is_ok()) st = drained;
     if (st.is_ok() && (dma_->pushes() != dma_->pops())) {
@@ -233,7 +233,7 @@ Status Session::run(JobState& js) {
   }
   Status post;
   {
-    TraceScope t(trace_, TraceKind::kFence, index_, fence_seq_ + 1);
+    NpuTraceScope t(trace_, TraceKind::kFence, index_, fence_seq_ + 1);
     post = dev_->barrier(index_, ++fence_seq_, st, js);
   }
   if (st.is_ok()) st = post;
@@ -306,7 +306,7 @@ Status Session::matmul(const DeviceJob& j, int64_t row_start, int64_t rows) {
       ORK_RETURN_IF_ERROR(pop_through(kLoad, i));
       const int64_t b = i % B, nr = std::min(p.rows_per_tile, n - i * p.rows_per_tile);
       {
-        TraceScope t(trace_, TraceKind::kCompute, index_, i);
+        NpuTraceScope t(trace_, TraceKind::kCompute, index_, i);
         QuantWeights qw;
         qw.kind = p.kind;
         qw.p0 = vtcm_.get() + p.vtcm_w[b];
@@ -423,7 +423,7 @@ std::shared_ptr<JobState> Vnpu::submit(const DeviceJob& job) {
   js->submit_us = clock_us();
   if (o_.check_lines) lines_.reset();
   {
-    TraceScope t(o_.trace, TraceKind::kSubmit, -1, static_cast<int64_t>(js->job.id));
+    NpuTraceScope t(o_.trace, TraceKind::kSubmit, -1, static_cast<int64_t>(js->job.id));
     for (auto& s : sessions_) s->ring(js);
   }
   return js;

@@ -34,7 +34,7 @@
 
 #include "core/thread_pool.h"
 #include "engines/npu/profile.h"
-#include "engines/npu/trace.h"
+#include "engines/npu/trace_kinds.h"
 #include "kernels/quant_types.h"
 #include "ork/status.h"
 

@@ -25,7 +25,7 @@ std::optional<DevAddr> AddressWindow::find_gap(int64_t bytes) const {
 void AddressWindow::unmap_locked(DevAddr addr) {
   const auto it = by_addr_.find(addr);
   if (it == by_addr_.end()) return;
-  TraceScope t(trace_, TraceKind::kUnmap, session_, static_cast<int64_t>(stats_.unmaps + 1));
+  NpuTraceScope t(trace_, TraceKind::kUnmap, session_, static_cast<int64_t>(stats_.unmaps + 1));
   stats_.mapped_bytes -= it->second.bytes;
   if (it->second.pinned) stats_.pinned_bytes -= it->second.bytes;
   by_host_.erase(it->second.host);
@@ -73,7 +73,7 @@ Result<DevAddr> AddressWindow::map(const void* host, int64_t bytes, bool pinned,
     ++stats_.evictions;
     at = find_gap(bytes);
   }
-  TraceScope t(trace_, TraceKind::kMap, session_, static_cast<int64_t>(stats_.maps + 1));
+  NpuTraceScope t(trace_, TraceKind::kMap, session_, static_cast<int64_t>(stats_.maps + 1));
   by_addr_[*at] = {static_cast<uint8_t*>(const_cast<void*>(host)), bytes, pinned, job, ++clock_};
   by_host_[host] = *at;
   ++stats_.maps;

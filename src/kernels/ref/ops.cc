@@ -16,19 +16,6 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-void dequantize_row(const WeightView& w, int64_t r, float* out) {
-  if (!w.is_tier) {
-    // Callers validated the type when the model was loaded.
-    (void)dequantize(w.type, w.data + static_cast<uint64_t>(r) * w.row_bytes, out, w.cols);
-    return;
-  }
-  thread_local std::vector<float> row;
-  row.resize(static_cast<size_t>(w.k_stored));
-  dequantize_tier_row(w.tier_tensor(), r, row.data());
-  if (w.rotation_block > 0) unrotate(row.data(), w.k_stored, w.rotation_block, w.rotation_seed);
-  std::copy_n(row.begin(), w.cols, out);
-}
-
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, int64_t row_begin, int64_t row_end) {
   // Inputs in the weights' stored space: padded to k_stored and rotated.
   const int64_t k = w.is_tier ? w.k_stored : w.cols;

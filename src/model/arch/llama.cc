@@ -6,7 +6,7 @@
 #include "model/config.h"
 
 namespace ork {
-extern const ArchSpec kArchLlama = {"llama", ref::RopeType::kNorm, /*qkv_bias=*/false, QkNorm::kNone,
+extern const ArchSpec kArchLlama = {"llama", RopeType::kNorm, /*qkv_bias=*/false, QkNorm::kNone,
                                     /*requires_experts=*/false, /*norm_topk=*/true, /*shared_expert=*/false,
                                     /*expert_ff_key=*/false, /*output_required=*/false, /*attention_n_embd=*/false};
 }

@@ -6,7 +6,7 @@
 #include "model/config.h"
 
 namespace ork {
-extern const ArchSpec kArchOlmoe = {"olmoe", ref::RopeType::kNeox, /*qkv_bias=*/false, QkNorm::kWhole,
+extern const ArchSpec kArchOlmoe = {"olmoe", RopeType::kNeox, /*qkv_bias=*/false, QkNorm::kWhole,
                                     /*requires_experts=*/true, /*norm_topk=*/false, /*shared_expert=*/false,
                                     /*expert_ff_key=*/false, /*output_required=*/true, /*attention_n_embd=*/true};
 }

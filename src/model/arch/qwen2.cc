@@ -2,7 +2,7 @@
 #include "model/config.h"
 
 namespace ork {
-extern const ArchSpec kArchQwen2 = {"qwen2", ref::RopeType::kNeox, /*qkv_bias=*/true, QkNorm::kNone,
+extern const ArchSpec kArchQwen2 = {"qwen2", RopeType::kNeox, /*qkv_bias=*/true, QkNorm::kNone,
                                   /*requires_experts=*/false, /*norm_topk=*/false, /*shared_expert=*/false,
                                   /*expert_ff_key=*/false, /*output_required=*/false, /*attention_n_embd=*/false};
 }

@@ -7,7 +7,7 @@
 #include "model/config.h"
 
 namespace ork {
-extern const ArchSpec kArchQwen2Moe = {"qwen2moe", ref::RopeType::kNeox, /*qkv_bias=*/true, QkNorm::kNone,
+extern const ArchSpec kArchQwen2Moe = {"qwen2moe", RopeType::kNeox, /*qkv_bias=*/true, QkNorm::kNone,
                                        /*requires_experts=*/true, /*norm_topk=*/false, /*shared_expert=*/true,
                                        /*expert_ff_key=*/true, /*output_required=*/true, /*attention_n_embd=*/true};
 }

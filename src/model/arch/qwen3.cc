@@ -3,7 +3,7 @@
 #include "model/config.h"
 
 namespace ork {
-extern const ArchSpec kArchQwen3 = {"qwen3", ref::RopeType::kNeox, /*qkv_bias=*/false, QkNorm::kPerHead,
+extern const ArchSpec kArchQwen3 = {"qwen3", RopeType::kNeox, /*qkv_bias=*/false, QkNorm::kPerHead,
                                   /*requires_experts=*/false, /*norm_topk=*/false, /*shared_expert=*/false,
                                   /*expert_ff_key=*/false, /*output_required=*/false, /*attention_n_embd=*/false};
 }

@@ -6,7 +6,7 @@
 #include "model/config.h"
 
 namespace ork {
-extern const ArchSpec kArchQwen3Moe = {"qwen3moe", ref::RopeType::kNeox, /*qkv_bias=*/false, QkNorm::kPerHead,
+extern const ArchSpec kArchQwen3Moe = {"qwen3moe", RopeType::kNeox, /*qkv_bias=*/false, QkNorm::kPerHead,
                                        /*requires_experts=*/true, /*norm_topk=*/true, /*shared_expert=*/false,
                                        /*expert_ff_key=*/true, /*output_required=*/false, /*attention_n_embd=*/false};
 }
