@@ -30,6 +30,18 @@ struct WeightView {
   uint64_t rotation_seed = 0;
 
   TierTensor tier_tensor() const { return {tier, data, scales, rows, k_stored}; }
+  // A tier tensor's view, unrotated, whose inputs are k_stored wide.
+  static WeightView of_tier(const TierTensor& t) {
+    WeightView w;
+    w.data = t.data;
+    w.cols = t.k_stored;
+    w.rows = t.rows;
+    w.is_tier = true;
+    w.tier = t.tier;
+    w.scales = t.scales;
+    w.k_stored = t.k_stored;
+    return w;
+  }
   // K as the kernels read it: padded for a tier, as stored for GGUF.
   int64_t k() const { return is_tier ? k_stored : cols; }
 };

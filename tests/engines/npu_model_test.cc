@@ -28,14 +28,22 @@ std::string pack_uniform(const std::string& in, const std::string& tier, const s
 const std::vector<int32_t> kPrompt = {1, 80, 147, 201, 282, 57, 300, 100, 14, 77, 5, 9, 300, 41, 2, 17};
 
 // Prefill of the prompt, then one decoded token; logits of both steps.
-std::vector<float> logits(const Model& model, NpuEngine* npu, Context::NpuStats* stats = nullptr) {
+// Every prefill matmul the NPU reads goes to it (the routing is tested in
+// dispatch_test.cc); decode stays on the CPU.
+DispatchOptions on_npu() {
+  DispatchOptions o;
+  o.force_prefill = Route::kNpu;
+  return o;
+}
+
+std::vector<float> logits(const Model& model, NpuEngine* npu, DispatchStats* stats = nullptr) {
   Context ctx(model, 64);
-  ctx.set_npu(npu);
+  ctx.set_npu(npu, on_npu());
   auto a = ctx.eval(kPrompt);
   EXPECT_TRUE(a.is_ok());
   auto b = ctx.eval(std::vector<int32_t>{3});
   EXPECT_TRUE(b.is_ok());
-  if (stats != nullptr) *stats = ctx.npu_stats();
+  if (stats != nullptr) *stats = ctx.dispatch_stats();
   std::vector<float> out = *a;
   out.insert(out.end(), b->begin(), b->end());
   return out;
@@ -67,14 +75,14 @@ TEST(NpuModel, RealModelsPrefillOnVnpuMatchTheCpu) {
     ASSERT_TRUE(model.is_ok()) << model.status().to_string();
     const std::vector<float> cpu = logits(**model, nullptr);
     auto e = NpuEngine::create(options(2)).value();
-    Context::NpuStats st;
+    DispatchStats st;
     const std::vector<float> npu = logits(**model, e.get(), &st);
-    EXPECT_GT(st.matmuls, 0u) << file;
-    EXPECT_EQ(st.refused, 0u) << file;
-    EXPECT_EQ(st.failed, 0u) << file;
+    const uint64_t on = st.prefill[static_cast<size_t>(Route::kNpu)];
+    EXPECT_GT(on, 0u) << file;
+    EXPECT_EQ(st.npu_refused, 0u) << file;
     EXPECT_LE(max_abs_diff(cpu, npu), kW8A8LogitBound) << file;
     std::printf("%s i8, prefill on vnpu: max |logit - cpu| = %.3g over %zu logits (%llu matmuls on vnpu)\n", file,
-                max_abs_diff(cpu, npu), cpu.size(), static_cast<unsigned long long>(st.matmuls));
+                max_abs_diff(cpu, npu), cpu.size(), static_cast<unsigned long long>(on));
   }
 }
 
@@ -124,10 +132,9 @@ TEST(NpuModel, AModelLargerThanTheWindowGivesTheSameLogits) {
   npu::VnpuOptions small_o = options(2);
   small_o.window_bytes = 8 << 20;
   auto small = NpuEngine::create(small_o).value();
-  Context::NpuStats st;
+  DispatchStats st;
   const std::vector<float> got = logits(**model, small.get(), &st);
-  EXPECT_EQ(st.failed, 0u);
-  EXPECT_GT(st.matmuls, 0u);
+  EXPECT_GT(st.prefill[static_cast<size_t>(Route::kNpu)], 0u);
   EXPECT_EQ(got, want);
   const auto s = small->stats();
   EXPECT_GT(s.evictions, 0u);
@@ -141,7 +148,7 @@ TEST(NpuModel, AModelLargerThanTheWindowGivesTheSameLogits) {
   // Pinned buffers (the KV cache among them) were never evicted: a Context
   // pins its cache, runs, and finds it still mapped in every session.
   Context ctx(**model, 64);
-  ctx.set_npu(small.get());
+  ctx.set_npu(small.get(), on_npu());
   ASSERT_TRUE(ctx.eval(kPrompt).is_ok());
   std::vector<int64_t> pinned_before;
   for (int i = 0; i < small->device().sessions(); ++i) pinned_before.push_back(small->device().session(i).window().stats().pinned_bytes);

@@ -121,7 +121,7 @@ int bench(BenchOptions& o) {
   std::vector<double> bws = {probe.measure(5)};
   NpuCli& npu_cli = o.npu;
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
-  Context::NpuStats placed;
+  DispatchStats prefill_stats, decode_stats;
   std::vector<double> pp, tg, expert_bpt, fractions;
   Context::Profile profile;
   // The f16 KV cache every decoded token's attention reads: K and V of each
@@ -131,7 +131,7 @@ int bench(BenchOptions& o) {
   const double kv_bytes = o.n_gen > 0 ? 2.0 * 2.0 * c.n_layer * c.kv_dim() * (n_prompt_used + (o.n_gen + 1) / 2.0) : 0.0;
   for (int r = 0; r < o.reps; ++r) {
     Context ctx(*model, n_ctx);
-    ctx.set_npu(npu_cli.engine());
+    npu_cli.attach(ctx);
     std::vector<int32_t> prompt(static_cast<size_t>(n_prompt_used));
     for (auto& t : prompt) t = tok(rng);
     std::vector<float> logits;
@@ -140,6 +140,8 @@ int bench(BenchOptions& o) {
       if (Status st = ctx.eval(prompt, logits); !st.is_ok()) return fail(st.to_string());
       pp.push_back(static_cast<double>(prompt.size()) / (now_s() - t0));
     }
+    prefill_stats.add(ctx.dispatch_stats());
+    ctx.reset_dispatch_stats();
     const uint64_t expert_bytes0 = ctx.moe_stats().expert_bytes;
     if (o.profile) ctx.set_profile(&profile);
     const double t1 = now_s();
@@ -149,9 +151,8 @@ int bench(BenchOptions& o) {
     }
     tg.push_back(o.n_gen / (now_s() - t1));
     ctx.set_profile(nullptr);
-    placed.matmuls += ctx.npu_stats().matmuls;
-    placed.refused += ctx.npu_stats().refused;
-    placed.failed += ctx.npu_stats().failed;
+    decode_stats.add(ctx.dispatch_stats());
+    ctx.set_npu(nullptr);
     const double rep_experts =
         o.n_gen > 0 ? static_cast<double>(ctx.moe_stats().expert_bytes - expert_bytes0) / o.n_gen : 0.0;
     if (o.n_gen > 0) expert_bpt.push_back(rep_experts);
@@ -187,7 +188,7 @@ int bench(BenchOptions& o) {
                 model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
                 static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes), used, f.median, f.min, f.max, b.min,
-                b.max, o.reps, (npu_cli.json(placed) + (o.profile ? profile_json(profile) : std::string())).c_str());
+                b.max, o.reps, (npu_cli.json(decode_stats, prefill_stats) + (o.profile ? profile_json(profile) : std::string())).c_str());
     if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
     return 0;
   }
@@ -210,7 +211,7 @@ int bench(BenchOptions& o) {
     std::printf("decode           not measured (-n 0)\n");
   }
   if (o.profile && profile.tokens > 0) print_profile(stdout, profile, bw);
-  npu_cli.report(stdout, placed);
+  npu_cli.report(stdout, decode_stats, prefill_stats);
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;
 }

@@ -1,67 +1,154 @@
 #include "npu_cli.h"
 
+#include "commands.h"
+
 #include "core/output_file.h"
+#include "core/thread_pool.h"
+#include "text_input.h"
 
 namespace ork::cli {
 
 void NpuCli::add_options(CLI::App& app) {
   app.add_option("--npu", spec,
-                 "Run prefill matmuls on an NPU: vnpu:PROFILE[:sessions=N][:window=MiB][:workers=N][:paced][:blocking]; "
-                 "profiles rk3588, hexagon-v75, hexagon-v79 (data/npu_profiles.txt)");
-  app.add_option("--trace", trace, "With --npu: write the device's trace (Chrome trace-event JSON, loads in Perfetto)");
+                 "An NPU beside the CPU, routed to by the dispatcher: vnpu:PROFILE[:sessions=N][:window=MiB][:workers=N]"
+                 "[:paced][:blocking][:timing]; profiles rk3588, hexagon-v75, hexagon-v79 (data/npu_profiles.txt). "
+                 "paced: fences signal at the profile's modeled time; timing: the device models its time but does "
+                 "no arithmetic on this machine's cores (results are not valid)");
+  app.add_flag("--no-overlay", no_overlay, "With --npu: no int8 overlay of i8s tensors in decode (CPU alone at M=1)");
+  app.add_flag("--no-split", no_split, "With --npu: no row splits between CPU and NPU in prefill");
+  app.add_option("--npu-prefill", prefill,
+                 "With --npu, where prefill's matmuls go: model (where the performance model predicts they are "
+                 "fastest), cpu, npu (every one the NPU reads), split (half their rows to the NPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"model", "cpu", "npu", "split"}));
+  app.add_option("--overlay-clock", clock,
+                 "When the overlay's NPU result counts as ready: wall (its fence has signalled), virtual (the "
+                 "profile's modeled NPU time against its modeled CPU time: deterministic)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"wall", "virtual"}));
+  app.add_option("--overlay-hit-rate", hit_rate,
+                 "Use the NPU's result for this share of overlay jobs (seeded, deterministic): KLD against hit rate")
+      ->check(number_in(0, 1));
+  app.add_option("--trace", trace,
+                 "Write a Perfetto trace (Chrome trace-event JSON): the CPU's phases, the dispatcher's decisions and "
+                 "the NPU's DMA, compute and fences, each on its own track");
 }
 
 Status NpuCli::start() {
-  if (spec.empty()) {
-    if (!trace.empty()) return error(StatusCode::kInvalidArgument, "--trace needs --npu");
-    return Status::ok();
-  }
-  ORK_ASSIGN_OR_RETURN(npu::VnpuOptions o, npu::parse_npu_spec(spec));
   if (!trace.empty()) {
     ORK_RETURN_IF_ERROR(check_output_path(trace, {}, "--trace"));
     trace_data_ = std::make_unique<Trace>();
-    o.trace = trace_data_.get();
   }
+  if (spec.empty()) return Status::ok();
+  ORK_ASSIGN_OR_RETURN(npu::VnpuOptions o, npu::parse_npu_spec(spec));
+  o.trace = trace_data_.get();
   ORK_ASSIGN_OR_RETURN(engine_, npu::NpuEngine::create(o));
   std::fprintf(stderr, "ork: npu: %s (%s: %.0f int8 TOPS, %.0f KiB VTCM per session, %.1f GiB window; %s)\n",
                engine_->name().c_str(), o.profile.name.c_str(), o.profile.int8_tops,
                static_cast<double>(o.profile.vtcm_bytes) / 1024,
                static_cast<double>(o.window_bytes > 0 ? o.window_bytes : o.profile.window_bytes) / (1 << 30),
                o.paced ? "paced" : "not paced");
+  if (prefill == "model") {
+    // Routing by the model needs this machine's rates: measured once, cached.
+    std::string note;
+    ORK_ASSIGN_OR_RETURN(PerfModel m, PerfModel::cached_or_calibrate(ThreadPool::global(), &note, [](int d, int t) {
+      progress_bar("calibrate", d, t);
+    }));
+    std::fprintf(stderr, "ork: %s\n", note.c_str());
+    model_ = std::make_unique<PerfModel>(std::move(m));
+  } else {
+    model_ = std::make_unique<PerfModel>(PerfModel::defaults(ThreadPool::global().size()));
+  }
+  options_.overlay = !no_overlay;
+  options_.split = !no_split;
+  options_.prefill = prefill != "cpu";
+  if (prefill == "npu") options_.force_prefill = Route::kNpu;
+  if (prefill == "split") options_.force_prefill = Route::kSplit;
+  options_.clock = hit_rate >= 0 ? OverlayClock::kForced : clock == "virtual" ? OverlayClock::kVirtual : OverlayClock::kWall;
+  options_.hit_rate = hit_rate >= 0 ? hit_rate : 1.0;
+  options_.model = model_.get();
+  options_.device_cpu_gbps = o.profile.cpu_gbps;
   return Status::ok();
 }
 
-void NpuCli::report(std::FILE* out, const Context::NpuStats& placement) const {
+void NpuCli::attach(Context& ctx) const {
+  ctx.set_trace(trace_data_.get());
+  if (engine_) ctx.set_npu(engine_.get(), options_);
+}
+
+namespace {
+
+std::string routes(const std::array<uint64_t, kRouteCount>& r) {
+  std::string out;
+  for (int i = 0; i < kRouteCount; ++i) {
+    out += fmt::format("{}{} {}", i ? ", " : "", r[static_cast<size_t>(i)], route_name(static_cast<Route>(i)));
+  }
+  return out;
+}
+
+std::string routes_json(const std::array<uint64_t, kRouteCount>& r) {
+  std::string out = "{";
+  for (int i = 0; i < kRouteCount; ++i) {
+    out += fmt::format("{}\"{}\": {}", i ? ", " : "", route_name(static_cast<Route>(i)), r[static_cast<size_t>(i)]);
+  }
+  return out + "}";
+}
+
+const char* clock_name(const DispatchOptions& o) {
+  return o.clock == OverlayClock::kForced ? "forced" : o.clock == OverlayClock::kVirtual ? "virtual" : "wall";
+}
+
+}  // namespace
+
+void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchStats& prefill) const {
   if (!engine_) return;
   const npu::NpuEngine::Stats s = engine_->stats();
-  std::fprintf(out, "npu              %s: %llu matmuls placed (%llu refused: tier or shape, %llu failed), %llu programs\n",
-               engine_->name().c_str(), static_cast<unsigned long long>(placement.matmuls),
-               static_cast<unsigned long long>(placement.refused), static_cast<unsigned long long>(placement.failed),
-               static_cast<unsigned long long>(s.program_cache_entries));
+  std::fprintf(out, "npu              %s; %llu jobs, %llu programs\n", engine_->name().c_str(),
+               static_cast<unsigned long long>(s.jobs), static_cast<unsigned long long>(s.program_cache_entries));
+  std::fprintf(out, "dispatch prefill %s (%llu refused by the NPU: tier or shape); split rows %llu npu / %llu cpu\n",
+               routes(prefill.prefill).c_str(), static_cast<unsigned long long>(prefill.npu_refused),
+               static_cast<unsigned long long>(prefill.npu_rows), static_cast<unsigned long long>(prefill.cpu_rows));
+  if (prefill.modeled_routed_us > 0) {
+    std::fprintf(out, "dispatch model   prefill matmuls: routed %.2f ms, CPU alone %.2f ms, NPU alone %.2f ms (modeled)\n",
+                 prefill.modeled_routed_us / 1e3, prefill.modeled_cpu_us / 1e3, prefill.modeled_npu_us / 1e3);
+  }
+  std::fprintf(out, "dispatch decode  %s; overlay %llu hits, %llu misses (hit rate %.1f %%, %s clock), %llu skipped "
+                    "(NPU busy)\n",
+               routes(decode.decode).c_str(), static_cast<unsigned long long>(decode.overlay_hits),
+               static_cast<unsigned long long>(decode.overlay_misses), 100.0 * decode.hit_rate(), clock_name(options_),
+               static_cast<unsigned long long>(decode.overlay_skipped));
   std::fprintf(out, "npu time         modeled device %.2f ms (from the profile, not measured); host wall %.2f ms (measured, vnpu on this CPU)\n",
                s.modeled_device_us / 1e3, s.host_wall_us / 1e3);
   std::fprintf(out, "npu window       %llu maps, %llu evictions\n", static_cast<unsigned long long>(s.maps),
                static_cast<unsigned long long>(s.evictions));
-  if (placement.matmuls == 0 && placement.refused > 0) {
-    std::fprintf(out, "npu note         nothing ran on the NPU: its datapath reads orkpack i8, i8s (W8A8) and i4 (W4A4) "
-                      "tensors; pack with e.g. `ork pack --uniform i8`\n");
+  const uint64_t on_npu = prefill.prefill[static_cast<size_t>(Route::kNpu)] + prefill.prefill[static_cast<size_t>(Route::kSplit)] +
+                          decode.decode[static_cast<size_t>(Route::kOverlay)];
+  if (on_npu == 0 && prefill.npu_refused > 0) {
+    std::fprintf(out, "npu note         nothing ran on the NPU: its datapath reads orkpack i8, i8s, nf4 (W8A8) and i4 "
+                      "(W4A4) tensors; pack for it with `ork pack --npu PROFILE`\n");
   }
 }
 
-std::string NpuCli::json(const Context::NpuStats& placement) const {
+std::string NpuCli::json(const DispatchStats& decode, const DispatchStats& prefill) const {
   if (!engine_) return {};
   const npu::NpuEngine::Stats s = engine_->stats();
-  return fmt::format(", \"npu\": {{\"device\": \"{}\", \"matmuls\": {}, \"refused\": {}, \"failed\": {}, "
-                     "\"modeled_device_ms\": {:.3f}, \"modeled\": true, \"host_wall_ms\": {:.3f}, \"maps\": {}, \"evictions\": {}}}",
-                     engine_->name(), placement.matmuls, placement.refused, placement.failed, s.modeled_device_us / 1e3,
-                     s.host_wall_us / 1e3, s.maps, s.evictions);
+  return fmt::format(", \"npu\": {{\"device\": \"{}\", \"jobs\": {}, \"prefill\": {}, \"refused\": {}, \"decode\": {}, "
+                     "\"overlay\": {{\"hits\": {}, \"misses\": {}, \"skipped\": {}, \"hit_rate\": {:.4f}, \"clock\": \"{}\"}}, "
+                     "\"modeled_prefill_ms\": {{\"routed\": {:.3f}, \"cpu_only\": {:.3f}, \"npu_only\": {:.3f}}}, "
+                     "\"modeled_device_ms\": {:.3f}, \"modeled\": true, \"host_wall_ms\": {:.3f}, \"maps\": {}, \"evictions\": {}}}"
+                     ", \"perf_model\": {}",
+                     engine_->name(), s.jobs, routes_json(prefill.prefill), prefill.npu_refused, routes_json(decode.decode),
+                     decode.overlay_hits, decode.overlay_misses, decode.overlay_skipped, decode.hit_rate(),
+                     clock_name(options_), prefill.modeled_routed_us / 1e3, prefill.modeled_cpu_us / 1e3,
+                     prefill.modeled_npu_us / 1e3, s.modeled_device_us / 1e3, s.host_wall_us / 1e3, s.maps, s.evictions,
+                     model_->json());
 }
 
 Status NpuCli::finish() {
   if (!trace_data_) return Status::ok();
   engine_.reset();  // drain the device first
   ORK_RETURN_IF_ERROR(trace_data_->write_json(trace));
-  std::fprintf(stderr, "ork: npu trace: %zu events written to %s\n", trace_data_->events().size(), trace.c_str());
+  std::fprintf(stderr, "ork: trace: %zu events written to %s\n", trace_data_->events().size(), trace.c_str());
   return Status::ok();
 }
 

@@ -1,13 +1,16 @@
-// --npu and --trace for `ork run` and `ork bench`: builds the vnpu engine
-// (static placement: prefill matmuls the device supports), and afterwards
-// reports its modeled device time beside the host's wall time and writes
-// the trace.
+// --npu, the dispatcher's options and --trace for `ork run` and `ork bench`:
+// builds the vnpu engine and the performance model the dispatcher routes
+// by, attaches both (and the trace) to a Context, and afterwards reports
+// every routing decision, the overlay's hit rate, the modeled device time
+// beside the host's wall time, and writes the trace.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 
+#include "core/trace.h"
+#include "dispatch/perf_model.h"
 #include "engines/npu/npu_engine.h"
 #include "model/forward.h"
 
@@ -16,21 +19,32 @@ namespace ork::cli {
 struct NpuCli {
   std::string spec;   // --npu vnpu:PROFILE[:sessions=N]...
   std::string trace;  // --trace file.json
+  bool no_overlay = false, no_split = false;
+  std::string prefill = "model";
+  std::string clock = "wall";
+  double hit_rate = -1;
 
   void add_options(CLI::App& app);
-  // Builds the engine if --npu was given; an error names the bad part.
+  // Builds the engine and the model if --npu was given; an error names the
+  // bad part.
   Status start();
   npu::NpuEngine* engine() const { return engine_.get(); }
-  // Modeled device time and host wall time of the NPU's jobs, labelled.
-  void report(std::FILE* out, const Context::NpuStats& placement) const;
+  // Gives a Context the engine, the dispatcher's options and the trace.
+  void attach(Context& ctx) const;
+  // Routing decisions, the overlay, the device's modeled time and the
+  // host's wall time, labelled.
+  void report(std::FILE* out, const DispatchStats& decode, const DispatchStats& prefill) const;
   // The same as JSON members (", \"npu\": {...}"), or "" without --npu.
-  std::string json(const Context::NpuStats& placement) const;
+  std::string json(const DispatchStats& decode, const DispatchStats& prefill) const;
+  const PerfModel* model() const { return model_.get(); }
   // Writes --trace (after the engine has drained).
   Status finish();
 
  private:
   std::unique_ptr<Trace> trace_data_;
   std::unique_ptr<npu::NpuEngine> engine_;
+  std::unique_ptr<PerfModel> model_;
+  DispatchOptions options_;
 };
 
 }  // namespace ork::cli

@@ -125,7 +125,7 @@ int run(RunOptions& opt) {
   NpuCli& npu_cli = opt.npu;
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
   Context ctx(**model, n_ctx);
-  ctx.set_npu(npu_cli.engine());
+  npu_cli.attach(ctx);
   Streamer out;
   out.write(prompt);
 
@@ -133,6 +133,8 @@ int run(RunOptions& opt) {
   std::vector<float> logits;
   if (Status st = ctx.eval(prompt_ids, logits); !st.is_ok()) return fail(st.to_string());
   const double prompt_s = seconds_since(t_prompt);
+  const DispatchStats prefill_stats = ctx.dispatch_stats();
+  ctx.reset_dispatch_stats();
 
   const Context::MoeStats prompt_stats = ctx.moe_stats();
   Context::Profile profile;
@@ -165,7 +167,7 @@ int run(RunOptions& opt) {
                generated / gen_s);
   if (opt.stats) print_stats(**model, ctx.moe_stats(), prompt_stats, generated);
   if (opt.profile) print_profile(stderr, profile, 0.0);
-  npu_cli.report(stderr, ctx.npu_stats());
+  npu_cli.report(stderr, ctx.dispatch_stats(), prefill_stats);
   ctx.set_npu(nullptr);
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;

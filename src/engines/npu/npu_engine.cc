@@ -14,13 +14,18 @@ namespace {
 int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
 std::optional<Datapath> datapath_of(Tier tier) {
-  if (tier == Tier::kI8 || tier == Tier::kI8s) return Datapath::kW8A8;
+  if (tier == Tier::kI8 || tier == Tier::kI8s || tier == Tier::kNf4) return Datapath::kW8A8;
   if (tier == Tier::kI4) return Datapath::kW4A4;
   return std::nullopt;
 }
 
 CodeKind kind_of(Tier tier) {
-  return tier == Tier::kI4 ? CodeKind::kI4 : tier == Tier::kI8s ? CodeKind::kI8s : CodeKind::kI8;
+  switch (tier) {
+    case Tier::kI4: return CodeKind::kI4;
+    case Tier::kI8s: return CodeKind::kI8s;
+    case Tier::kNf4: return CodeKind::kNf4;
+    default: return CodeKind::kI8;
+  }
 }
 
 }  // namespace
@@ -35,7 +40,7 @@ Result<VnpuOptions> parse_npu_spec(const std::string& spec) {
     at = colon + 1;
   }
   if (parts.size() < 2 || parts[0] != "vnpu") {
-    return error(StatusCode::kInvalidArgument, "--npu '{}': expected vnpu:PROFILE[:sessions=N][:window=MiB][:workers=N][:paced][:blocking]",
+    return error(StatusCode::kInvalidArgument, "--npu '{}': expected vnpu:PROFILE[:sessions=N][:window=MiB][:workers=N][:paced][:blocking][:timing]",
                  spec);
   }
   VnpuOptions o;
@@ -66,6 +71,8 @@ Result<VnpuOptions> parse_npu_spec(const std::string& spec) {
       o.paced = true;
     } else if (key == "blocking" && value.empty()) {
       o.doorbell = false;
+    } else if (key == "timing" && value.empty()) {
+      o.compute = false;
     } else {
       return error(StatusCode::kInvalidArgument, "--npu '{}': unknown option '{}'", spec, p);
     }
@@ -75,26 +82,30 @@ Result<VnpuOptions> parse_npu_spec(const std::string& spec) {
 
 class NpuFence final : public Fence {
  public:
-  NpuFence(NpuEngine* e, std::shared_ptr<JobState> js, float* y, int64_t ldy, int64_t m, int64_t n,
+  NpuFence(NpuEngine* e, NpuEngine::Slot* slot, float* y, int64_t ldy, int64_t m, int64_t row_begin, int64_t n,
            std::chrono::steady_clock::time_point t0)
-      : e_(e), js_(std::move(js)), y_(y), ldy_(ldy), m_(m), n_(n), t0_(t0) {}
+      : e_(e), slot_(slot), js_(slot->job), y_(y), ldy_(ldy), m_(m), row_begin_(row_begin), n_(n), t0_(t0) {}
+  ~NpuFence() override { slot_->fence_alive.store(false, std::memory_order_release); }
   bool done() const override { return e_->dev_->done(*js_); }
   Status wait() override {
     if (finished_) return status_;
     status_ = e_->dev_->wait(*js_);
     if (status_.is_ok()) {
-      for (int64_t t = 0; t < m_; ++t) std::memcpy(y_ + t * ldy_, e_->out_ + t * n_, static_cast<size_t>(n_) * 4);
+      for (int64_t t = 0; t < m_; ++t) {
+        std::memcpy(y_ + t * ldy_ + row_begin_, slot_->out + t * n_, static_cast<size_t>(n_) * 4);
+      }
     }
-    e_->host_wall_us_ += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+    e_->host_wall_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count();
     finished_ = true;
     return status_;
   }
 
  private:
   NpuEngine* e_;
+  NpuEngine::Slot* slot_;
   std::shared_ptr<JobState> js_;
   float* y_;
-  int64_t ldy_, m_, n_;
+  int64_t ldy_, m_, row_begin_, n_;
   std::chrono::steady_clock::time_point t0_;
   bool finished_ = false;
   Status status_;
@@ -106,24 +117,33 @@ Result<std::unique_ptr<NpuEngine>> NpuEngine::create(const VnpuOptions& o) {
 }
 
 NpuEngine::~NpuEngine() {
-  if (in_flight_) (void)in_flight_->wait();
-  if (staging_) {
-    for (const void* p : {static_cast<const void*>(acts_), static_cast<const void*>(act_scales_),
-                          static_cast<const void*>(act_sums_), static_cast<const void*>(out_)}) {
-      dev_->unpin(p);
-    }
+  for (Slot& s : slots_) {
+    if (s.job) (void)dev_->wait(*s.job);
+    release(s);
   }
   dev_.reset();
 }
 
+void NpuEngine::release(Slot& s) {
+  if (!s.mem) return;
+  for (const void* p : {static_cast<const void*>(s.acts), static_cast<const void*>(s.act_scales),
+                        static_cast<const void*>(s.act_sums), static_cast<const void*>(s.out)}) {
+    dev_->unpin(p);
+  }
+  s.mem.reset();
+}
+
 std::string NpuEngine::name() const {
-  return fmt::format("vnpu:{}x{}", dev_->options().profile.name, dev_->sessions());
+  return fmt::format("vnpu:{}x{}{}", dev_->options().profile.name, dev_->sessions(),
+                     dev_->options().compute ? "" : " (timing only)");
 }
 
 Support NpuEngine::supports(const MatmulOp& op) const {
+  if (!op.is_tier) return Support::no("a GGUF matrix: the NPU reads orkpack tiers");
   const std::optional<Datapath> dp = datapath_of(op.tier);
   if (!dp) {
-    return Support::no(fmt::format("tier {} has no vnpu datapath (W8A8 reads i8 and i8s, W4A4 reads i4)", tier_name(op.tier)));
+    return Support::no(fmt::format("tier {} has no vnpu datapath (W8A8 reads i8, i8s and nf4, W4A4 reads i4)",
+                                   tier_name(op.tier)));
   }
   auto p = make_kernel_params(kind_of(op.tier), *dp, op.m, op.k, op.n, dev_->options().profile.vtcm_bytes,
                               /*with_descriptors=*/false);
@@ -135,68 +155,103 @@ Result<const KernelParams*> NpuEngine::program(const MatmulOp& op) {
   const auto key = std::make_tuple(op.tier, op.m, op.k, op.n);
   if (const auto it = programs_.find(key); it != programs_.end()) return &it->second;
   const std::optional<Datapath> dp = datapath_of(op.tier);
-  if (!dp) return error(StatusCode::kUnsupported, "{}: {}", name(), supports(op).why);
+  if (!dp || !op.is_tier) return error(StatusCode::kUnsupported, "{}: {}", name(), supports(op).why);
   ORK_ASSIGN_OR_RETURN(KernelParams p, make_kernel_params(kind_of(op.tier), *dp, op.m, op.k, op.n,
                                                           dev_->options().profile.vtcm_bytes));
   return &programs_.emplace(key, p).first->second;
 }
 
-// Grows the pinned staging buffers to hold m x k activations and m x n outputs.
-Status NpuEngine::stage(int64_t m, int64_t k, int64_t n) {
-  const int64_t a = align_up(m * k, kLineBytes), s = align_up(4 * m, kLineBytes), o = align_up(4 * m * n, kLineBytes);
-  if (staging_ && a <= cap_acts_ && s <= cap_scales_ && o <= cap_out_) return Status::ok();
-  if (staging_) {
-    for (const void* p : {static_cast<const void*>(acts_), static_cast<const void*>(act_scales_),
-                          static_cast<const void*>(act_sums_), static_cast<const void*>(out_)}) {
-      dev_->unpin(p);
-    }
+double NpuEngine::predict_us(const MatmulOp& op) const {
+  if (!supports(op).ok) return -1.0;
+  auto p = make_kernel_params(kind_of(op.tier), *datapath_of(op.tier), op.m, op.k, op.n,
+                              dev_->options().profile.vtcm_bytes, /*with_descriptors=*/false);
+  return p.is_ok() ? dev_->predict_us(*p) : -1.0;
+}
+
+int NpuEngine::in_flight() const {
+  int n = 0;
+  for (const Slot& s : slots_) n += s.job && !dev_->done(*s.job);
+  return n;
+}
+
+// A slot whose last job is finished and whose fence is gone, grown to hold
+// m x k activations and m x n outputs; a new one while there are fewer
+// than kMaxSlots; else an error (the caller asked more of the device than
+// it holds).
+Result<NpuEngine::Slot*> NpuEngine::slot_for(int64_t m, int64_t k, int64_t n) {
+  const int64_t a = align_up(m * k, kLineBytes), sc = align_up(4 * m, kLineBytes), o = align_up(4 * m * n, kLineBytes);
+  Slot* free = nullptr;
+  for (Slot& s : slots_) {
+    if (s.fence_alive.load(std::memory_order_acquire) || (s.job && s.job->remaining.load() != 0)) continue;
+    free = &s;
+    if (s.mem && a <= s.cap_acts && sc <= s.cap_scales && o <= s.cap_out) return free;
   }
+  if (free == nullptr) {
+    if (static_cast<int>(slots_.size()) >= kMaxSlots) {
+      return error(StatusCode::kResourceExhausted, "{}: {} jobs in flight, the most it holds", name(), kMaxSlots);
+    }
+    free = &slots_.emplace_back();
+  }
+  Slot& s = *free;
+  release(s);
   // Room for twice what is asked, so a growing batch does not re-pin each time.
-  cap_acts_ = std::max(cap_acts_, 2 * a);
-  cap_scales_ = std::max(cap_scales_, 2 * s);
-  cap_out_ = std::max(cap_out_, 2 * o);
-  const int64_t bytes = cap_acts_ + 2 * cap_scales_ + cap_out_;
-  staging_.reset(static_cast<uint8_t*>(::operator new[](static_cast<size_t>(bytes), std::align_val_t(kLineBytes))));
-  acts_ = reinterpret_cast<int8_t*>(staging_.get());
-  act_scales_ = reinterpret_cast<float*>(staging_.get() + cap_acts_);
-  act_sums_ = reinterpret_cast<int32_t*>(staging_.get() + cap_acts_ + cap_scales_);
-  out_ = reinterpret_cast<float*>(staging_.get() + cap_acts_ + 2 * cap_scales_);
-  ORK_RETURN_IF_ERROR(dev_->pin(acts_, cap_acts_));
-  ORK_RETURN_IF_ERROR(dev_->pin(act_scales_, cap_scales_));
-  ORK_RETURN_IF_ERROR(dev_->pin(act_sums_, cap_scales_));
-  return dev_->pin(out_, cap_out_);
+  s.cap_acts = std::max(s.cap_acts, 2 * a);
+  s.cap_scales = std::max(s.cap_scales, 2 * sc);
+  s.cap_out = std::max(s.cap_out, 2 * o);
+  const int64_t bytes = s.cap_acts + 2 * s.cap_scales + s.cap_out;
+  s.mem = {static_cast<uint8_t*>(::operator new[](static_cast<size_t>(bytes), std::align_val_t(kLineBytes))),
+           [](uint8_t* p) { ::operator delete[](p, std::align_val_t(kLineBytes)); }};
+  std::memset(s.mem.get(), 0, static_cast<size_t>(bytes));
+  s.acts = reinterpret_cast<int8_t*>(s.mem.get());
+  s.act_scales = reinterpret_cast<float*>(s.mem.get() + s.cap_acts);
+  s.act_sums = reinterpret_cast<int32_t*>(s.mem.get() + s.cap_acts + s.cap_scales);
+  s.out = reinterpret_cast<float*>(s.mem.get() + s.cap_acts + 2 * s.cap_scales);
+  ORK_RETURN_IF_ERROR(dev_->pin(s.acts, s.cap_acts));
+  ORK_RETURN_IF_ERROR(dev_->pin(s.act_scales, s.cap_scales));
+  ORK_RETURN_IF_ERROR(dev_->pin(s.act_sums, s.cap_scales));
+  ORK_RETURN_IF_ERROR(dev_->pin(s.out, s.cap_out));
+  return &s;
 }
 
 Result<FencePtr> NpuEngine::submit(const MatmulJob& job) {
-  if (in_flight_) {
-    (void)in_flight_->wait();
-    in_flight_.reset();
-  }
-  const MatmulOp& op = job.op;
+  const WeightView& w = job.w;
+  const int64_t first = job.row_begin, rows = job.rows_end() - job.row_begin;
+  MatmulOp op = job.op;
+  op.n = rows;
   ORK_ASSIGN_OR_RETURN(const KernelParams* p, program(op));
   const auto t0 = std::chrono::steady_clock::now();
-  ORK_RETURN_IF_ERROR(stage(op.m, op.k, op.n));
+  ORK_ASSIGN_OR_RETURN(Slot * slot, slot_for(op.m, op.k, op.n));
   const auto m = static_cast<int>(op.m);
-  if (p->datapath == Datapath::kW8A8) {
-    cpu::quantize_acts(job.x, m, op.k, acts_, act_scales_, act_sums_);
-  } else {
-    ref::quantize_acts(job.x, m, op.k, acts_, act_scales_, act_sums_, kW4A4MaxCode);
+  const float* x = job.x;
+  if (!job.x_in_basis) {
+    // The host side brings the input into the weight's stored basis.
+    basis_.resize(static_cast<size_t>(m * op.k));
+    const float* signs = w.rotation_block > 0 ? signs_.get(w.k_stored, w.rotation_seed) : nullptr;
+    pad_rotate_quantize(job.x, m, w.cols, op.k, w.rotation_block, signs, basis_.data(), nullptr, nullptr, nullptr);
+    x = basis_.data();
   }
-  const QuantWeights w = quant_weights(job.w, false);
+  if (p->datapath == Datapath::kW8A8) {
+    cpu::quantize_acts(x, m, op.k, slot->acts, slot->act_scales, slot->act_sums);
+  } else {
+    ref::quantize_acts(x, m, op.k, slot->acts, slot->act_scales, slot->act_sums, kW4A4MaxCode);
+  }
+  // The device reads both planes of an i8s weight: its datapath is W8A8.
+  const QuantWeights qw = quant_weights(w.tier_tensor(), false);
   DeviceJob dj;
   dj.p = p;
-  dj.w0 = w.p0;
-  dj.w1 = w.p1;
-  dj.w_scales = w.scales;
-  dj.scale_mul = w.scale_mul;
-  dj.acts = acts_;
-  dj.act_scales = act_scales_;
-  dj.act_sums = act_sums_;
-  dj.out = out_;
+  dj.w0 = qw.p0 + first * plane0_row_bytes(qw.kind, qw.k);
+  dj.w1 = qw.p1 != nullptr ? qw.p1 + first * plane1_row_bytes(qw.kind, qw.k) : nullptr;
+  dj.w_scales = qw.scales + first;
+  dj.scale_mul = qw.scale_mul;
+  dj.acts = slot->acts;
+  dj.act_scales = slot->act_scales;
+  dj.act_sums = slot->act_sums;
+  dj.out = slot->out;
   dj.fail_session = fail_session_;
   fail_session_ = -1;
-  in_flight_ = std::make_shared<NpuFence>(this, dev_->submit(dj), job.y, job.ldy, op.m, op.n, t0);
-  return in_flight_;
+  slot->job = dev_->submit(dj);
+  slot->fence_alive.store(true, std::memory_order_release);
+  return FencePtr(std::make_shared<NpuFence>(this, slot, job.y, job.ldy, op.m, first, op.n, t0));
 }
 
 NpuEngine::Stats NpuEngine::stats() const {
@@ -204,7 +259,7 @@ NpuEngine::Stats NpuEngine::stats() const {
   const Vnpu::Totals t = dev_->totals();
   s.jobs = t.jobs;
   s.modeled_device_us = t.modeled_us;
-  s.host_wall_us = host_wall_us_;
+  s.host_wall_us = static_cast<double>(host_wall_ns_.load()) / 1e3;
   s.program_cache_entries = programs_.size();
   for (int i = 0; i < dev_->sessions(); ++i) {
     const AddressWindow::Stats w = dev_->session(i).window().stats();

@@ -54,6 +54,8 @@ Result<std::vector<DeviceProfile>> parse_profiles(const std::string& text, const
     else if (key == "submit_doorbell_us") p.submit_doorbell_us = v;
     else if (key == "map_us") p.map_us = v;
     else if (key == "window_bytes") p.window_bytes = static_cast<int64_t>(v);
+    else if (key == "host_int8_tiles") p.host_int8_tiles = v != 0;
+    else if (key == "cpu_gbps") p.cpu_gbps = v;
     else return error(StatusCode::kInvalidArgument, "{}:{}: unknown key '{}'", source, line, key);
   }
   for (const DeviceProfile& p : out) {

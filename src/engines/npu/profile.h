@@ -23,6 +23,15 @@ struct DeviceProfile {
   double submit_doorbell_us = 0;
   double map_us = 0;
   int64_t window_bytes = 0;
+  // The device's API takes only plain int8 matrices (RKNN's matmul API):
+  // an i8s or nf4 weight reaches it as an int8 tile the host writes into a
+  // staging buffer, one byte per weight at dma_gbps. Otherwise the device
+  // combines planes / expands nf4 in its scratchpad after the DMA.
+  bool host_int8_tiles = false;
+  // The device's own CPU cores reading decode's weights (GB/s): the
+  // overlay's virtual clock times the CPU's side with it, so that a hit
+  // rate is the target device's, not this machine's.
+  double cpu_gbps = 0;
 };
 
 // Parses profiles from text (the file's format); errors name the line.

@@ -23,9 +23,10 @@ int session_workers(const VnpuOptions& o) {
 
 Result<KernelParams> make_kernel_params(CodeKind kind, Datapath dp, int64_t m, int64_t k, int64_t n, int64_t vtcm_bytes,
                                         bool with_descriptors) {
-  const bool w8 = kind == CodeKind::kI8 || kind == CodeKind::kI8s;
+  // nf4 reaches W8A8 through its 16-entry int8 table (kNf4Codes).
+  const bool w8 = kind == CodeKind::kI8 || kind == CodeKind::kI8s || kind == CodeKind::kNf4;
   if ((dp == Datapath::kW8A8) != w8 || (dp == Datapath::kW4A4 && kind != CodeKind::kI4)) {
-    return error(StatusCode::kUnsupported, "vnpu: W8A8 reads i8 and i8s, W4A4 reads i4");
+    return error(StatusCode::kUnsupported, "vnpu: W8A8 reads i8, i8s and nf4 (by its int8 table), W4A4 reads i4");
   }
   if (m < 1 || n < 1 || k < 32 || k % 32 != 0) {
     return error(StatusCode::kInvalidArgument, "vnpu: bad matmul shape m={} k={} n={}", m, k, n);
@@ -220,7 +221,16 @@ Status Session::run(JobState& js) {
     pre = dev_->barrier(index_, ++fence_seq_, st, js);
   }
   if (st.is_ok() && !pre.is_ok()) st = pre;
-  if (st.is_ok() && range.count > 0) st = matmul(j, range.start, range.count);
+  int64_t timed_dma_bytes = 0;
+  if (st.is_ok() && range.count > 0) {
+    if (dev_->options().compute) {
+      st = matmul(j, range.start, range.count);
+    } else {
+      // Timing only: no transfer and no arithmetic on this machine's cores;
+      // the modeled time counts the bytes the kernel would have moved.
+      timed_dma_bytes = dma_bytes(p, range.count);
+    }
+  }
   {
     // Dirty output: every output byte leaves VTCM by DMA, so the flush is
     // the drain; a kernel that wrote DDR directly would clean its lines here.
@@ -237,7 +247,8 @@ Status Session::run(JobState& js) {
     post = dev_->barrier(index_, ++fence_seq_, st, js);
   }
   if (st.is_ok()) st = post;
-  const double modeled = dev_->modeled_us(p, range.count, window_.stats().maps - maps_before, dma_->bytes_moved() - dma_before);
+  const double modeled = dev_->modeled_us(p, range.count, window_.stats().maps - maps_before,
+                                          dma_->bytes_moved() - dma_before + timed_dma_bytes);
   dev_->finished(js, index_, st, modeled);
   return st;
 }
@@ -409,7 +420,25 @@ double Vnpu::modeled_us(const KernelParams& p, int64_t rows, uint64_t new_maps, 
   const double submit = o_.doorbell ? d.submit_doorbell_us : d.submit_blocking_us;
   // Sessions share the DRAM bandwidth.
   const double dma_us = static_cast<double>(dma_bytes) / (d.dma_gbps * 1e3 / sessions());
-  return submit + static_cast<double>(new_maps) * d.map_us + std::max(compute_us, dma_us);
+  // A device that takes only int8 matrices gets i8s and nf4 weights as an
+  // int8 tile the host writes first: a byte per weight, before the job.
+  const bool tiled = d.host_int8_tiles && (p.kind == CodeKind::kI8s || p.kind == CodeKind::kNf4) && rows > 0;
+  const double tile_us = tiled ? static_cast<double>(p.n) * static_cast<double>(p.k) / (d.dma_gbps * 1e3) : 0.0;
+  return submit + tile_us + static_cast<double>(new_maps) * d.map_us + std::max(compute_us, dma_us);
+}
+
+int64_t dma_bytes(const KernelParams& p, int64_t rows) {
+  if (rows <= 0) return 0;
+  // Every token block streams all the weights (planes and scales) once,
+  // and moves its activations in and its outputs out.
+  const int64_t blocks = (rows + p.tokens_per_block - 1) / p.tokens_per_block;
+  const int64_t weights = p.n * (p.row_bytes0 + p.row_bytes1 + 4);
+  return blocks * weights + rows * (p.k + 8) + rows * p.n * 4;
+}
+
+double Vnpu::predict_us(const KernelParams& p) const {
+  // Steady state: the weights are mapped already; session 0 has the most rows.
+  return modeled_us(p, partition(p, 0).count, 0, dma_bytes(p, partition(p, 0).count));
 }
 
 std::shared_ptr<JobState> Vnpu::submit(const DeviceJob& job) {

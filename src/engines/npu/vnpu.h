@@ -203,6 +203,9 @@ struct KernelParams {
   double macs = 0;
 };
 
+// The bytes a job's kernel moves for `rows` output rows (tokens).
+int64_t dma_bytes(const KernelParams& p, int64_t rows);
+
 // Builds the params for an op on a profile's VTCM, or says why it cannot.
 // Without descriptors: the tiling and layout only (enough to decide whether
 // the op fits), without the per-tile DMA lists.
@@ -232,6 +235,11 @@ struct VnpuOptions {
   bool paced = false;        // fences wait for the modeled device time
   bool doorbell = true;      // modeled submit latency: doorbell or blocking
   bool check_lines = false;  // record 128-byte line ownership of DDR writes
+  // False: timing only - sessions map buffers and model each job's time but
+  // neither move data nor compute (the output is left as it was), so that
+  // on a machine whose cores the device would share, the host side of its
+  // use can be measured alone. Results are not valid.
+  bool compute = true;
   Trace* trace = nullptr;
 };
 
@@ -322,6 +330,8 @@ class Vnpu {
   // A session's modeled time for `rows` output rows: submission, new
   // mappings, and compute overlapped with its DMA traffic.
   double modeled_us(const KernelParams& p, int64_t rows, uint64_t new_maps, int64_t dma_bytes) const;
+  // A job's modeled time before it runs (its weights mapped already).
+  double predict_us(const KernelParams& p) const;
   double clock_us() const;
   LineOwnership* lines() { return o_.check_lines ? &lines_ : nullptr; }
   Trace* trace() const { return o_.trace; }

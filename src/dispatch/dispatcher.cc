@@ -1,0 +1,342 @@
+#include "dispatch/dispatcher.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/thread_pool.h"
+#include "core/trace.h"
+#include "engines/cpu/cpu_engine.h"
+
+namespace ork {
+namespace {
+
+bool is_i8s(const WeightView& w) { return w.is_tier && w.tier == Tier::kI8s; }
+
+// A token's routed slots in the order of their experts' ids (the CPU
+// engine's positions p).
+std::vector<int> expert_order(const int32_t* ids, int k) {
+  std::vector<int> order(static_cast<size_t>(k));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return ids[a] < ids[b]; });
+  return order;
+}
+
+}  // namespace
+
+Dispatcher::Dispatcher(ThreadPool* pool)
+    : cpu_(std::make_unique<CpuEngine>(CpuEngine::Kernels::kFast, pool)),
+      default_model_(PerfModel::defaults(cpu_->pool().size())) {}
+
+Dispatcher::~Dispatcher() { set_npu(nullptr); }
+
+void Dispatcher::set_fast_kernels(bool on) {
+  cpu_->set_kernels(on ? CpuEngine::Kernels::kFast : CpuEngine::Kernels::kReference);
+}
+
+bool Dispatcher::fast_kernels() const { return cpu_->fast(); }
+
+void Dispatcher::set_npu(Engine* npu, const DispatchOptions& options) {
+  unpin_all();
+  npu_ = npu;
+  options_ = options;
+  overlay_.configure(npu, options, options.device_cpu_gbps);
+}
+
+void Dispatcher::set_trace(Trace* trace) {
+  trace_ = trace;
+  track_ = trace != nullptr ? trace->track("dispatch") : 0;
+}
+
+const PerfModel& Dispatcher::model() const { return options_.model != nullptr ? *options_.model : default_model_; }
+
+Status Dispatcher::pin(const void* host, int64_t bytes) {
+  if (npu_ == nullptr || bytes <= 0) return Status::ok();
+  if (std::find(pinned_.begin(), pinned_.end(), host) != pinned_.end()) return Status::ok();
+  ORK_RETURN_IF_ERROR(npu_->pin(host, bytes));
+  pinned_.push_back(host);
+  return Status::ok();
+}
+
+void Dispatcher::unpin_all() {
+  if (npu_ != nullptr) {
+    for (const void* p : pinned_) npu_->unpin(p);
+  }
+  pinned_.clear();
+}
+
+HostOps& Dispatcher::ops() { return *cpu_; }
+
+MatmulJob Dispatcher::make_job(const WeightView& w, const float* x, int n, float* y) const {
+  MatmulJob job;
+  job.op = MatmulOp::of(w, n);
+  job.w = w;
+  job.x = x;
+  job.y = y;
+  job.ldy = w.rows;
+  // Decoding with an NPU the CPU reads i8s weights from their high plane:
+  // the overlay's critical path, whether or not the NPU adds to it this
+  // time. Prefill reads both planes (int8), as the NPU does.
+  job.i8s_high_only = is_i8s(w) && (i8s_high_only_ || (n == 1 && overlay_.enabled()));
+  return job;
+}
+
+bool Dispatcher::overlay_candidate(const WeightView& w, int n) const {
+  return n == 1 && overlay_.enabled() && is_i8s(w) && cpu_->fast();
+}
+
+Status Dispatcher::wait_npu(const FencePtr& fence) {
+  // A device error is the caller's error: the CPU does not quietly take over.
+  const Status s = Engine::wait(fence);
+  if (!s.is_ok()) return s.with_context(npu_->name());
+  return Status::ok();
+}
+
+Status Dispatcher::matmul(const WeightView& w, const float* x, int n, float* y) {
+  MatmulJob job = make_job(w, x, n, y);
+  if (n == 1) {
+    const double cpu_us = overlay_.enabled() ? model().cpu_us(job.op, job.i8s_high_only) : 0.0;
+    int idx = -1;
+    if (overlay_candidate(w, n)) {
+      if (overlay_.npu_free(1)) {
+        ORK_ASSIGN_OR_RETURN(idx, overlay_.open(w, x, y, overlay_.cpu_us(w)));
+      } else {
+        ++stats_.overlay_skipped;
+      }
+    }
+    ++stats_.decode[static_cast<size_t>(idx >= 0 ? Route::kOverlay : Route::kCpu)];
+    ORK_ASSIGN_OR_RETURN(FencePtr f, cpu_->submit(job));
+    ORK_RETURN_IF_ERROR(Engine::wait(f));
+    const Status resolved = overlay_.resolve(idx);
+    overlay_.finish(idx >= 0 ? overlay_.cpu_us(w) : cpu_us);
+    overlay_.add_counts(stats_);
+    return resolved;
+  }
+  return prefill(job);
+}
+
+Status Dispatcher::prefill(const MatmulJob& job) {
+  const WeightView& w = job.w;
+  PrefillChoice c;
+  if (npu_ != nullptr && options_.prefill) {
+    c = choose_prefill(model(), npu_, job.op, options_.split);
+    const bool readable = npu_->supports(job.op).ok;
+    if (!readable) ++stats_.npu_refused;
+    if (options_.force_prefill && readable) {
+      c.route = *options_.force_prefill;
+      c.npu_rows = c.route == Route::kNpu ? w.rows : 0;
+      if (c.route == Route::kSplit) {
+        c.npu_rows = std::clamp<int64_t>(static_cast<int64_t>(options_.split_fraction * static_cast<double>(w.rows)) / 32 * 32,
+                                         1, w.rows - 1);
+        if (w.rows < 2) c.route = Route::kNpu;
+      }
+    }
+  } else {
+    c.route = Route::kCpu;
+  }
+  ++stats_.prefill[static_cast<size_t>(c.route)];
+  if (npu_ != nullptr) {
+    stats_.modeled_cpu_us += c.cpu_us;
+    stats_.modeled_npu_us += c.npu_us;
+    stats_.modeled_routed_us += c.routed_us;
+  }
+  TraceScope scope(trace_, route_name(c.route), track_, job.op.m);
+  switch (c.route) {
+    case Route::kNpu: {
+      stats_.npu_rows += static_cast<uint64_t>(w.rows);
+      ORK_ASSIGN_OR_RETURN(FencePtr f, npu_->submit(job));
+      return wait_npu(f);
+    }
+    case Route::kSplit: {
+      // The NPU's rows first (non-blocking), the CPU's meanwhile, then both.
+      MatmulJob on_npu = job, on_cpu = job;
+      on_npu.row_end = c.npu_rows;
+      on_npu.op.n = c.npu_rows;
+      on_cpu.row_begin = c.npu_rows;
+      on_cpu.op.n = w.rows - c.npu_rows;
+      stats_.npu_rows += static_cast<uint64_t>(c.npu_rows);
+      stats_.cpu_rows += static_cast<uint64_t>(w.rows - c.npu_rows);
+      ORK_ASSIGN_OR_RETURN(FencePtr nf, npu_->submit(on_npu));
+      ORK_ASSIGN_OR_RETURN(FencePtr cf, cpu_->submit(on_cpu));
+      ORK_RETURN_IF_ERROR(Engine::wait(cf));
+      return wait_npu(nf);
+    }
+    default: {
+      ORK_ASSIGN_OR_RETURN(FencePtr f, cpu_->submit(job));
+      return Engine::wait(f);
+    }
+  }
+}
+
+Status Dispatcher::matmul_shared(std::span<const Output> outs, const float* x, int n,
+                                 const std::function<void(int)>& done) {
+  if (n > 1) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      ORK_RETURN_IF_ERROR(matmul(*outs[i].w, x, n, outs[i].y));
+      if (done) done(static_cast<int>(i));
+    }
+    return Status::ok();
+  }
+  std::vector<MatmulJob>& jobs = jobs_;
+  jobs.clear();
+  for (const Output& o : outs) jobs.push_back(make_job(*o.w, x, n, o.y));
+  // The overlay's jobs for the i8s outputs, if the NPU is free: each is
+  // needed when the CPU's loop has finished that output (the virtual
+  // clock counts the loop's work up to it).
+  std::vector<int>& idx = overlay_idx_;
+  idx.assign(outs.size(), -1);
+  int candidates = 0;
+  for (const Output& o : outs) candidates += overlay_candidate(*o.w, n);
+  double cpu_us = 0;
+  if (candidates > 0 && !overlay_.npu_free(candidates)) {
+    stats_.overlay_skipped += static_cast<uint64_t>(candidates);
+    candidates = 0;
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const bool overlaid = candidates > 0 && overlay_candidate(*outs[i].w, n);
+    cpu_us += overlay_.enabled() ? (overlaid ? overlay_.cpu_us(*outs[i].w) : model().cpu_us(jobs[i].op, jobs[i].i8s_high_only)) : 0.0;
+    if (overlaid) {
+      ORK_ASSIGN_OR_RETURN(idx[i], overlay_.open(*outs[i].w, x, outs[i].y, cpu_us));
+    }
+    ++stats_.decode[static_cast<size_t>(idx[i] >= 0 ? Route::kOverlay : Route::kCpu)];
+  }
+  // resolve(i) before the caller's follow-up of output i, on the thread
+  // that finished it; the first device error is kept for the caller.
+  std::atomic<bool> failed{false};
+  Status first_error;
+  std::function<void(int)> group_done;
+  if (candidates > 0 || done) {
+    group_done = [&](int i) {
+      if (idx[static_cast<size_t>(i)] >= 0) {
+        Status s = overlay_.resolve(idx[static_cast<size_t>(i)]);
+        if (!s.is_ok() && !failed.exchange(true)) first_error = std::move(s);
+      }
+      if (done) done(i);
+    };
+  }
+  ORK_ASSIGN_OR_RETURN(FencePtr f, cpu_->submit(MatmulBatch{jobs, 1, group_done}));
+  ORK_RETURN_IF_ERROR(Engine::wait(f));
+  overlay_.finish(cpu_us);
+  overlay_.add_counts(stats_);
+  return failed ? first_error : Status::ok();
+}
+
+Result<bool> Dispatcher::experts(const ExpertsCall& call) {
+  ExpertsJob job;
+  job.gate = call.gate;
+  job.up = call.up;
+  job.down = call.down;
+  job.ids = call.ids;
+  job.weights = call.weights;
+  job.n = call.n;
+  job.k = call.k;
+  job.n_embd = call.n_embd;
+  job.n_ff = call.n_ff;
+  job.x = call.x;
+  job.acc = call.acc;
+  job.i8s_high_only = i8s_high_only_ || (call.n == 1 && overlay_.enabled());
+  if (!cpu_->fused_experts(job)) return false;
+  if (call.n > 1) {
+    // With an NPU, a batch's experts are routed one matmul at a time when
+    // the model sends any of them away from the CPU (the caller's loop);
+    // else the CPU's fused loop takes them all.
+    if (npu_ != nullptr && options_.prefill) {
+      std::vector<int> tokens(call.gate.size(), 0);
+      for (int i = 0; i < call.n * call.k; ++i) ++tokens[static_cast<size_t>(call.ids[i])];
+      for (size_t e = 0; e < tokens.size(); ++e) {
+        if (tokens[e] == 0) continue;
+        const MatmulOp op = MatmulOp::of(call.gate[e], tokens[e]);
+        const PrefillChoice c = choose_prefill(model(), npu_, op, options_.split);
+        if (c.route != Route::kCpu || (options_.force_prefill && *options_.force_prefill != Route::kCpu &&
+                                       npu_->supports(op).ok)) {
+          return false;
+        }
+      }
+    }
+    cpu_->run_experts(job);
+    uint64_t active = 0;
+    std::vector<bool> seen(call.gate.size(), false);
+    for (int i = 0; i < call.n * call.k; ++i) {
+      const auto e = static_cast<size_t>(call.ids[i]);
+      active += !seen[e];
+      seen[e] = true;
+    }
+    stats_.prefill[static_cast<size_t>(Route::kCpu)] += 3 * active;  // gate, up and down of each
+    return true;
+  }
+  // Decode: the routed experts' i8s matrices are overlaid when the NPU is
+  // free - gate and up from the token's input now, each down from its
+  // input once the first loop has made it.
+  const int k = call.k;
+  const std::vector<int> order = expert_order(call.ids, k);
+  auto expert_at = [&](int p) { return static_cast<size_t>(call.ids[order[static_cast<size_t>(p)]]); };
+  int candidates = 0;
+  for (int p = 0; p < k; ++p) {
+    const size_t e = expert_at(p);
+    candidates += overlay_candidate(call.gate[e], 1) + overlay_candidate(call.up[e], 1) + overlay_candidate(call.down[e], 1);
+  }
+  const bool overlay = candidates > 0 && overlay_.npu_free(candidates);
+  if (candidates > 0 && !overlay) stats_.overlay_skipped += static_cast<uint64_t>(candidates);
+  std::vector<int> gate_idx(static_cast<size_t>(k), -1), up_idx(static_cast<size_t>(k), -1),
+      down_idx(static_cast<size_t>(k), -1);
+  // The CPU's modeled time through the first loop (to position p) and the second.
+  double cpu_us = 0;
+  auto cpu_time = [&](const WeightView& w) {
+    return overlay_candidate(w, 1) ? overlay_.cpu_us(w) : model().cpu_us(MatmulOp::of(w, 1), job.i8s_high_only);
+  };
+  std::atomic<bool> failed{false};
+  Status first_error;
+  auto keep = [&](Status s) {
+    if (!s.is_ok() && !failed.exchange(true)) first_error = std::move(s);
+  };
+  if (overlay) {
+    for (int p = 0; p < k; ++p) {
+      const size_t e = expert_at(p);
+      cpu_us += cpu_time(call.gate[e]);
+      if (overlay_candidate(call.gate[e], 1)) {
+        // The CPU engine's rows for position p are known when it resolves them.
+        ORK_ASSIGN_OR_RETURN(gate_idx[static_cast<size_t>(p)], overlay_.open_deferred(call.gate[e], call.x, cpu_us));
+      }
+      cpu_us += cpu_time(call.up[e]);
+      if (overlay_candidate(call.up[e], 1)) {
+        ORK_ASSIGN_OR_RETURN(up_idx[static_cast<size_t>(p)], overlay_.open_deferred(call.up[e], call.x, cpu_us));
+      }
+    }
+    job.before_swiglu = [&](int p, float* gate, float* up) {
+      keep(overlay_.resolve_into(gate_idx[static_cast<size_t>(p)], gate));
+      keep(overlay_.resolve_into(up_idx[static_cast<size_t>(p)], up));
+    };
+    job.after_gate_up = [&](const float* down_inputs) {
+      if (call.after_gate_up) call.after_gate_up();
+      for (int p = 0; p < k; ++p) {
+        const size_t e = expert_at(p);
+        cpu_us += cpu_time(call.down[e]);
+        if (!overlay_candidate(call.down[e], 1)) continue;
+        auto i = overlay_.open_deferred(call.down[e], down_inputs + static_cast<size_t>(p) * call.n_ff, cpu_us);
+        if (i.is_ok()) {
+          down_idx[static_cast<size_t>(p)] = *i;
+        } else {
+          keep(i.status());
+        }
+      }
+    };
+    job.before_sum = [&](int p, float* out) { keep(overlay_.resolve_into(down_idx[static_cast<size_t>(p)], out)); };
+  } else {
+    if (call.after_gate_up) job.after_gate_up = [&](const float*) { call.after_gate_up(); };
+    for (int p = 0; p < k; ++p) {
+      const size_t e = expert_at(p);
+      cpu_us += cpu_time(call.gate[e]) + cpu_time(call.up[e]) + cpu_time(call.down[e]);
+    }
+  }
+  cpu_->run_experts(job);
+  for (int p = 0; p < k; ++p) {
+    for (int i : {gate_idx[static_cast<size_t>(p)], up_idx[static_cast<size_t>(p)], down_idx[static_cast<size_t>(p)]}) {
+      ++stats_.decode[static_cast<size_t>(i >= 0 ? Route::kOverlay : Route::kCpu)];
+    }
+  }
+  overlay_.finish(overlay_.enabled() ? cpu_us : 0.0);
+  overlay_.add_counts(stats_);
+  if (failed) return first_error;
+  return true;
+}
+
+}  // namespace ork

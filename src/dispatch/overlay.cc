@@ -1,0 +1,117 @@
+#include "dispatch/overlay.h"
+
+#include <algorithm>
+
+namespace ork {
+
+void Overlay::configure(Engine* npu, const DispatchOptions& o, double cpu_gbps) {
+  npu_ = npu;
+  options_ = o;
+  cpu_gbps_ = cpu_gbps > 0 ? cpu_gbps : 20.0;
+  jobs_.clear();
+  cpu_now_us_ = npu_free_us_ = 0;
+  serial_ = 0;
+}
+
+bool Overlay::npu_free(int jobs) const {
+  if (!enabled()) return false;
+  if (options_.clock == OverlayClock::kVirtual) {
+    // Free when the virtual device has finished what it was given.
+    return npu_free_us_ <= cpu_now_us_;
+  }
+  // The overlay runs only when the NPU is free: nothing of a previous token
+  // (a miss still running) or of a prefill is in flight.
+  return npu_->in_flight() == 0 && jobs <= std::min(options_.max_in_flight, npu_->max_in_flight());
+}
+
+double Overlay::cpu_us(const WeightView& w) const {
+  // The high plane: half a byte per weight, plus the row scales.
+  const double bytes = static_cast<double>(w.rows) * (static_cast<double>(w.k_stored) / 2.0 + 4.0);
+  return bytes / (cpu_gbps_ * 1e3);
+}
+
+Result<int> Overlay::open_deferred(const WeightView& w, const float* x, double cpu_us_before) {
+  const size_t i = jobs_.size();
+  if (buffers_.size() <= i) buffers_.resize(i + 1);
+  buffers_[i].resize(static_cast<size_t>(w.rows));
+  ORK_ASSIGN_OR_RETURN(const int idx, open(w, x, buffers_[i].data(), cpu_us_before));
+  jobs_[static_cast<size_t>(idx)].buffer = &buffers_[i];
+  return idx;
+}
+
+Status Overlay::resolve_into(int i, float* cpu_y) {
+  if (i < 0) return Status::ok();
+  ORK_RETURN_IF_ERROR(resolve(i));
+  const Job& j = jobs_[static_cast<size_t>(i)];
+  if (j.took) std::copy(j.buffer->begin(), j.buffer->end(), cpu_y);
+  return Status::ok();
+}
+
+Result<int> Overlay::open(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before) {
+  MatmulJob job;
+  job.op = MatmulOp::of(w, 1);
+  job.w = w;
+  job.x = x;
+  job.y = cpu_y;  // written only if the fence is waited on: a hit
+  job.ldy = w.rows;
+  ORK_ASSIGN_OR_RETURN(FencePtr fence, npu_->submit(job));
+  Job& j = jobs_.emplace_back();
+  j.fence = std::move(fence);
+  const double start = std::max(cpu_now_us_, npu_free_us_);
+  const double device = npu_->predict_us(job.op);
+  j.npu_done_us = start + std::max(0.0, device);
+  npu_free_us_ = j.npu_done_us;
+  j.needed_us = cpu_now_us_ + cpu_us_before;
+  j.serial = ++serial_;
+  return static_cast<int>(jobs_.size()) - 1;
+}
+
+bool Overlay::hit(Job& j, uint64_t serial) const {
+  switch (options_.clock) {
+    case OverlayClock::kWall: return j.fence->done();
+    case OverlayClock::kVirtual: return j.npu_done_us <= j.needed_us;
+    case OverlayClock::kForced: {
+      // splitmix64 of the job's serial: a fixed, evenly spread choice.
+      uint64_t z = serial + 0x9E3779B97F4A7C15ull;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      return static_cast<double>(z >> 11) * 0x1.0p-53 < options_.hit_rate;
+    }
+  }
+  return false;
+}
+
+Status Overlay::resolve(int i) {
+  if (i < 0) return Status::ok();
+  Job& j = jobs_[static_cast<size_t>(i)];
+  if (j.resolved) return Status::ok();
+  j.resolved = true;
+  if (!hit(j, j.serial)) {
+    // Not ready: the CPU's int4 result stands, and the NPU's is dropped
+    // (never waited on, so it never reaches the output).
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return Status::ok();
+  }
+  // Ready (in wall-clock mode wait() returns at once): its rows replace the
+  // CPU's, or the device's error surfaces.
+  ORK_RETURN_IF_ERROR(j.fence->wait());
+  j.took = true;
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+void Overlay::finish(double cpu_us) {
+  for (Job& j : jobs_) {
+    if (!j.resolved) misses_.fetch_add(1, std::memory_order_relaxed);
+  }
+  jobs_.clear();
+  cpu_now_us_ += cpu_us;
+}
+
+void Overlay::add_counts(DispatchStats& s) {
+  s.overlay_hits += hits_.exchange(0);
+  s.overlay_misses += misses_.exchange(0);
+}
+
+}  // namespace ork

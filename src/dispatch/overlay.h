@@ -1,0 +1,79 @@
+// The speculative int8 overlay (DESIGN section 1.4): while the CPU computes
+// a sensitive (i8s) matmul's complete result from the weight's high plane,
+// the NPU computes the same rows at W8A8 from both planes. When the
+// consumer needs the result, resolve() takes the NPU's if it is ready -
+// by the clock in use - and otherwise leaves the CPU's. In wall-clock mode
+// it never waits: a device that never signals changes nothing but quality.
+//
+// Jobs are opened on the calling thread; resolve(i) may run on any thread,
+// once per job, each touching only its own job's output.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "dispatch/router.h"
+#include "engines/engine.h"
+
+namespace ork {
+
+class PerfModel;
+
+class Overlay {
+ public:
+  // The clock and, for the virtual one, the device's rates: the CPU's
+  // decode read rate (GB/s) and the NPU's predictions (Engine::predict_us).
+  void configure(Engine* npu, const DispatchOptions& o, double cpu_gbps);
+  bool enabled() const { return npu_ != nullptr && options_.overlay; }
+  // Whether the NPU can take a group of `jobs` more overlay jobs now.
+  bool npu_free(int jobs) const;
+
+  // Starts the NPU's W8A8 job for w over x (1 token, raw), whose CPU result
+  // goes to cpu_y. `cpu_us_before` is the CPU's modeled work from now until
+  // this result is complete (the virtual clock). Returns the job's index,
+  // or -1 if it was not started (a submission error is returned).
+  Result<int> open(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before);
+  // The same when the CPU's rows are known only when they are consumed
+  // (an engine's own buffers): the NPU writes to the overlay's buffer, and
+  // resolve_into copies it over them on a hit.
+  Result<int> open_deferred(const WeightView& w, const float* x, double cpu_us_before);
+  // The consumer needs job i's output: the NPU's replaces the CPU's when it
+  // is ready. A device error surfaces here. i < 0: nothing to do.
+  Status resolve(int i);
+  Status resolve_into(int i, float* cpu_y);
+  // Ends the token's overlay jobs (those never resolved count as misses)
+  // and advances the virtual clock by the CPU time of what ran.
+  void finish(double cpu_us);
+
+  // Counts since the last take: hits, misses.
+  void add_counts(DispatchStats& s);
+  // The CPU's modeled time to read a weight's high plane (virtual clock).
+  double cpu_us(const WeightView& w) const;
+
+ private:
+  struct Job {
+    FencePtr fence;
+    double npu_done_us = 0;   // virtual: when the NPU's result is there
+    double needed_us = 0;     // virtual: when the consumer needs it
+    uint64_t serial = 0;      // the forced clock's choice depends on it alone
+    bool resolved = false;
+    bool took = false;        // a hit: the NPU's rows were used
+    std::vector<float>* buffer = nullptr;  // open_deferred's result rows
+  };
+  bool hit(Job& j, uint64_t serial) const;
+
+  Engine* npu_ = nullptr;
+  DispatchOptions options_;
+  double cpu_gbps_ = 20.0;
+  std::deque<Job> jobs_;
+  std::deque<std::vector<float>> buffers_;  // kept from token to token
+  // The virtual clock: the CPU's modeled time, and when the NPU is next free.
+  double cpu_now_us_ = 0, npu_free_us_ = 0;
+  uint64_t serial_ = 0;  // overlay jobs opened so far (the forced clock's hash input)
+  std::atomic<uint64_t> hits_{0}, misses_{0};
+};
+
+}  // namespace ork

@@ -1,0 +1,153 @@
+#include "engines/cpu/cpu_engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/thread_pool.h"
+#include "kernels/cpu/float_ops.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/ref/ops.h"
+
+namespace ork {
+
+CpuEngine::CpuEngine(Kernels kernels, ThreadPool* pool)
+    : kernels_(kernels), pool_(pool != nullptr ? pool : &ThreadPool::global()) {}
+
+void CpuEngine::set_kernels(Kernels k) {
+  kernels_ = k;
+  act_cols_ = -1;
+}
+
+Support CpuEngine::supports(const MatmulOp& op) const {
+  if (op.m < 1 || op.n < 1 || op.k < 1) return Support::no("empty matmul");
+  if (op.is_tier && op.k % 32 != 0) return Support::no("a tier's stored k must be a multiple of 32");
+  return Support::yes();
+}
+
+Status CpuEngine::prepare(const MatmulOp& op) {
+  const Support s = supports(op);
+  return s.ok ? Status::ok() : error(StatusCode::kUnsupported, "{}: {}", name(), s.why);
+}
+
+Result<FencePtr> CpuEngine::submit(const MatmulJob& job) {
+  const Support s = supports(job.op);
+  if (!s.ok) return error(StatusCode::kUnsupported, "{}: {}", name(), s.why);
+  if (decode_loop(job)) {
+    // Decoding, a quantized matrix (o, the output, a dense down) takes its
+    // input the way q/k/v and the experts do, quantized into a slot, rather
+    // than through the activation cache, which copies the input to compare
+    // the next one with. Same kernel, same rows, same results.
+    const MatmulJob one[1] = {job};
+    return submit(MatmulBatch{one, 0, nullptr});
+  }
+  if (!matmul_fast(job)) matmul_reference(job);
+  return FencePtr(std::make_shared<DoneFence>(Status::ok()));
+}
+
+void CpuEngine::rms_norm_rows(const float* x, const float* weight, int n, int width, float eps, float* out) {
+  for (int t = 0; t < n; ++t) {
+    const int64_t at = static_cast<int64_t>(t) * width;
+    if (fast()) {
+      cpu::rms_norm(x + at, weight, width, eps, out + at);
+    } else {
+      ref::rms_norm(x + at, weight, width, eps, out + at);
+    }
+  }
+}
+
+void CpuEngine::swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  if (fast()) {
+    cpu::swiglu(gate, up, n, out);
+  } else {
+    ref::swiglu(gate, up, n, out);
+  }
+}
+
+void CpuEngine::set_rope_positions(int64_t pos0, int n, const RopeParams& p) {
+  rope_pos0_ = pos0;
+  if (!fast()) return;  // the reference computes its angles per head
+  // The rotary angles of this batch's positions, shared by every layer and head.
+  const auto half = static_cast<size_t>(p.n_rot / 2);
+  rope_cos_.resize(static_cast<size_t>(n) * half);
+  rope_sin_.resize(static_cast<size_t>(n) * half);
+  for (int t = 0; t < n; ++t) ref::rope_table(pos0 + t, p, &rope_cos_[t * half], &rope_sin_[t * half]);
+}
+
+void CpuEngine::rope_rows(float* x, int n, int n_heads, int head_dim, const float* norm, float eps,
+                          const RopeParams& p) {
+  const int half = p.n_rot / 2;
+  for (int t = 0; t < n; ++t) {
+    for (int h = 0; h < n_heads; ++h) {
+      float* head = x + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
+      if (norm != nullptr) {
+        if (fast()) {
+          cpu::rms_norm(head, norm, head_dim, eps, head);
+        } else {
+          ref::rms_norm(head, norm, head_dim, eps, head);
+        }
+      }
+      if (fast()) {
+        cpu::rope(head, p.n_rot, p.type == RopeType::kNorm, &rope_cos_[static_cast<size_t>(t * half)],
+                  &rope_sin_[static_cast<size_t>(t * half)]);
+      } else {
+        ref::rope(head, head_dim, rope_pos0_ + t, p);
+      }
+    }
+  }
+}
+
+void CpuEngine::to_f16(const float* x, int64_t n, uint16_t* out) { cpu::to_f16(x, n, out); }
+
+// Scaled dot-product attention with grouped KV heads, causal over the cache.
+// On the fast path (token, KV head) pairs split over the pool.
+void CpuEngine::attention(const AttentionArgs& a) {
+  const int hd = a.head_dim;
+  const int group = a.n_head / a.n_head_kv;
+  const int q_dim = a.n_head * hd, kv_dim = a.n_head_kv * hd;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (!a.f16) {
+    thread_local std::vector<float> scores;
+    scores.resize(static_cast<size_t>(a.n_past + a.n_tokens));
+    for (int t = 0; t < a.n_tokens; ++t) {
+      const int n_kv = a.n_past + t + 1;
+      for (int h = 0; h < a.n_head; ++h) {
+        const size_t kv_off = static_cast<size_t>(h / group) * hd;
+        ref::attention_head(&a.q[static_cast<size_t>(t) * q_dim + h * hd], a.k32 + kv_off, a.v32 + kv_off, n_kv, hd,
+                            kv_dim, scale, scores.data(), &a.out[static_cast<size_t>(t) * q_dim + h * hd]);
+      }
+    }
+    return;
+  }
+  // One (token, KV head) pair at a time: its group of query heads together.
+  const int64_t pairs = static_cast<int64_t>(a.n_tokens) * a.n_head_kv;
+  pool_->run(
+      pairs,
+      [&](int64_t begin, int64_t end) {
+        thread_local std::vector<float> scores;
+        scores.resize(static_cast<size_t>(a.n_ctx) * group);
+        for (int64_t i = begin; i < end; ++i) {
+          const int t = static_cast<int>(i / a.n_head_kv), kvh = static_cast<int>(i % a.n_head_kv);
+          const size_t kv_off = static_cast<size_t>(kvh) * a.n_ctx * hd;
+          const size_t q_off = static_cast<size_t>(t) * q_dim + static_cast<size_t>(kvh) * group * hd;
+          cpu::attention_group_f16(&a.q[q_off], group, a.k16 + kv_off, a.v16 + kv_off, a.n_past + t + 1, hd, hd, scale,
+                                   scores.data(), &a.out[q_off]);
+        }
+      },
+      std::max<int64_t>(1, 4096 / std::max(1, (a.n_past + a.n_tokens) * hd * group)));
+}
+
+// The embedding lookup. On the fast path a quantized, unrotated table is
+// read by the SIMD kernel - the integer matmuls' view of it, so nf4 through
+// its int8 codebook; anything else by the reference dequantizer.
+void CpuEngine::embed(const WeightView& w, int32_t token, float* out) {
+  const bool integer = w.is_tier && !float_tier(w.tier);
+  if (!fast() || !integer || w.rotation_block > 0) {
+    dequantize_row(w, token, out);
+    return;
+  }
+  quant_row_.resize(static_cast<size_t>(w.k_stored));
+  cpu::dequantize_row(quant_weights(w.tier_tensor(), false), token, quant_row_.data());
+  std::copy_n(quant_row_.begin(), w.cols, out);
+}
+
+}  // namespace ork

@@ -1,0 +1,55 @@
+// The ops of a forward pass that are not matmuls - norms, RoPE, SwiGLU,
+// attention over the KV cache, embedding lookups - as the model sees them.
+// Only the CPU runs them (the NPU's datapath is the matmul); the CPU engine
+// implements this on its SIMD kernels or, when set to, on the scalar
+// reference, so the model never names a kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "core/op_params.h"
+#include "quant/weight_view.h"
+
+namespace ork {
+
+// One layer's attention of n tokens at positions n_past.. over its KV
+// cache. The cache layout follows the kernels: `f16` is the fast path's
+// [kv head][position][head_dim] of f16 (one head's positions contiguous),
+// otherwise the reference's [position][kv_dim] of f32.
+struct AttentionArgs {
+  const float* q = nullptr;  // n_tokens x n_head x head_dim
+  float* out = nullptr;      // the same shape
+  int n_tokens = 0, n_past = 0;
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  int n_ctx = 0;             // positions the cache holds (its stride, f16 layout)
+  bool f16 = true;
+  const uint16_t* k16 = nullptr;  // the layer's part of the cache
+  const uint16_t* v16 = nullptr;
+  const float* k32 = nullptr;
+  const float* v32 = nullptr;
+};
+
+class HostOps {
+ public:
+  virtual ~HostOps() = default;
+  // Whether the SIMD kernels run (else the scalar reference, f32 KV cache).
+  virtual bool fast() const = 0;
+  // out = x / rms(x) * weight, row by row (n rows of `width`).
+  virtual void rms_norm_rows(const float* x, const float* weight, int n, int width, float eps, float* out) = 0;
+  // out = silu(gate) * up over n values.
+  virtual void swiglu(const float* gate, const float* up, int64_t n, float* out) = 0;
+  // The rotary angles of positions pos0..pos0+n-1, for rope_rows.
+  virtual void set_rope_positions(int64_t pos0, int n, const RopeParams& p) = 0;
+  // For each of n tokens (of the last set_rope_positions) and each of its
+  // n_heads heads of head_dim: RMS-normalised by `norm` (head_dim weights)
+  // when given, then rotated.
+  virtual void rope_rows(float* x, int n, int n_heads, int head_dim, const float* norm, float eps,
+                         const RopeParams& p) = 0;
+  // n floats to f16, for the fast path's KV cache.
+  virtual void to_f16(const float* x, int64_t n, uint16_t* out) = 0;
+  virtual void attention(const AttentionArgs& a) = 0;
+  // Row `token` of an embedding matrix (w.cols floats).
+  virtual void embed(const WeightView& w, int32_t token, float* out) = 0;
+};
+
+}  // namespace ork

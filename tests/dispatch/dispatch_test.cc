@@ -1,0 +1,293 @@
+// The op-consistency harness for the dispatcher: every routing mode - CPU,
+// NPU, row split at several ratios, overlay hit, overlay miss - with 1 to 4
+// vnpu sessions, against the integer reference, over odd shapes and M from
+// 1 to 64. Then the rules: the overlay never waits, a device error is an
+// error, the router's choices follow the model.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "dispatch/dispatcher.h"
+#include "dispatch/perf_model.h"
+#include "engines/npu/npu_engine.h"
+#include "kernels/ref/quant_matmul.h"
+#include "random_weight.h"
+
+namespace ork {
+namespace {
+
+using npu::NpuEngine;
+
+struct Weight : testing::RandomWeight {
+  WeightView view;
+};
+
+Weight make_weight(Tier tier, int64_t rows, int64_t cols, uint32_t seed) {
+  Weight w;
+  static_cast<testing::RandomWeight&>(w) = testing::random_weight(tier, rows, cols, seed);
+  w.view = w.weight();
+  return w;
+}
+
+std::vector<float> make_acts(int64_t m, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * cols));
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+// The integer reference on the input padded to k and quantized per token
+// (int8, or int4 for W4A4), the weight read as `high_only` says.
+std::vector<float> reference(const Weight& w, const std::vector<float>& x, int64_t m, bool int4_acts, bool high_only) {
+  std::vector<float> padded(static_cast<size_t>(m * w.k), 0.0f);
+  for (int64_t t = 0; t < m; ++t) std::copy_n(&x[static_cast<size_t>(t * w.cols)], w.cols, &padded[static_cast<size_t>(t * w.k)]);
+  std::vector<int8_t> q(static_cast<size_t>(m * w.k));
+  std::vector<float> s(static_cast<size_t>(m));
+  std::vector<int32_t> sum(static_cast<size_t>(m));
+  ref::quantize_acts(padded.data(), static_cast<int>(m), w.k, q.data(), s.data(), sum.data(),
+                     int4_acts ? npu::kW4A4MaxCode : 127);
+  std::vector<float> y(static_cast<size_t>(m * w.rows));
+  ref::quant_matmul(quant_weights(w.view.tier_tensor(), high_only), {q.data(), s.data(), sum.data(), w.k, static_cast<int>(m)},
+                    y.data(), w.rows, 0, w.rows);
+  return y;
+}
+
+npu::VnpuOptions vnpu(int sessions, const std::string& profile = "hexagon-v75") {
+  npu::VnpuOptions o;
+  o.profile = *npu::find_profile(profile);
+  o.sessions = sessions;
+  o.check_lines = true;
+  return o;
+}
+
+std::vector<float> run(Dispatcher& d, const Weight& w, const std::vector<float>& x, int m) {
+  std::vector<float> y(static_cast<size_t>(m * w.rows), -7.0f);
+  const Status s = d.matmul(w.view, x.data(), m, y.data());
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  return y;
+}
+
+TEST(DispatchConsistency, EveryRouteAgreesWithTheReference) {
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 100, 37}, {3, 257, 130}, {17, 64, 129}, {64, 333, 96}, {40, 31, 200}};
+  std::vector<std::unique_ptr<NpuEngine>> npus;
+  for (int s = 1; s <= 4; ++s) npus.push_back(NpuEngine::create(vnpu(s)).value());
+  uint32_t seed = 100;
+  int checked = 0;
+  for (Tier tier : {Tier::kI8, Tier::kI8s, Tier::kI4, Tier::kNf4}) {
+    for (const auto& [m, cols, n] : shapes) {
+      SCOPED_TRACE(fmt::format("{} m={} cols={} n={}", tier_name(tier), m, cols, n));
+      const Weight w = make_weight(tier, n, cols, seed++);
+      const std::vector<float> x = make_acts(m, cols, seed++);
+      const bool w4a4 = tier == Tier::kI4;
+      // The CPU alone: A8, both planes of i8s.
+      Dispatcher cpu_only;
+      const std::vector<float> want = reference(w, x, m, false, false);
+      EXPECT_EQ(run(cpu_only, w, x, static_cast<int>(m)), want);
+      for (auto& e : npus) {
+        SCOPED_TRACE(e->name());
+        const std::vector<float> npu_want = reference(w, x, m, w4a4, false);
+        // Prefill routes, forced: NPU alone and row splits.
+        if (m > 1) {
+          for (auto [route, fraction] : {std::pair{Route::kNpu, 1.0}, {Route::kSplit, 0.25}, {Route::kSplit, 0.5},
+                                         {Route::kSplit, 0.75}}) {
+            DispatchOptions o;
+            o.force_prefill = route;
+            o.split_fraction = fraction;
+            Dispatcher d;
+            d.set_npu(e.get(), o);
+            const std::vector<float> got = run(d, w, x, static_cast<int>(m));
+            if (route == Route::kSplit) {
+              // Rows [0, r) from the NPU, the rest from the CPU: each exact for its engine.
+              const auto r = static_cast<size_t>(std::clamp<int64_t>(static_cast<int64_t>(fraction * n) / 32 * 32, 1, n - 1));
+              for (int64_t t = 0; t < m; ++t) {
+                for (int64_t i = 0; i < n; ++i) {
+                  const size_t at = static_cast<size_t>(t * n + i);
+                  ASSERT_EQ(got[at], static_cast<size_t>(i) < r ? npu_want[at] : want[at]) << "t=" << t << " row " << i;
+                }
+              }
+              EXPECT_EQ(d.stats().prefill[static_cast<size_t>(Route::kSplit)], 1u);
+              EXPECT_EQ(d.stats().npu_rows, r);
+            } else {
+              EXPECT_EQ(got, npu_want) << route_name(route) << " " << fraction;
+            }
+            EXPECT_EQ(e->device().lines()->conflicts(), 0u);
+            ++checked;
+          }
+        }
+        // Decode: an i8s weight is overlaid. A hit gives the NPU's W8A8 of
+        // both planes, a miss the CPU's high plane.
+        if (m == 1 && tier == Tier::kI8s) {
+          for (double rate : {1.0, 0.0}) {
+            DispatchOptions o;
+            o.clock = OverlayClock::kForced;
+            o.hit_rate = rate;
+            Dispatcher d;
+            d.set_npu(e.get(), o);
+            const std::vector<float> got = run(d, w, x, 1);
+            EXPECT_EQ(got, rate > 0 ? npu_want : reference(w, x, 1, false, true)) << "hit rate " << rate;
+            EXPECT_EQ(d.stats().decode[static_cast<size_t>(Route::kOverlay)], 1u);
+            EXPECT_EQ(d.stats().overlay_hits, rate > 0 ? 1u : 0u);
+            EXPECT_EQ(d.stats().overlay_misses, rate > 0 ? 0u : 1u);
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+// An NPU whose fences never signal: the overlay must never wait for it, and
+// every result is the CPU's - only quality is lost.
+class SilentEngine final : public Engine {
+ public:
+  class NeverFence final : public Fence {
+   public:
+    bool done() const override { return false; }
+    Status wait() override {
+      ADD_FAILURE() << "the overlay waited on the NPU";
+      return error(StatusCode::kInternal, "waited");
+    }
+  };
+  std::string name() const override { return "silent"; }
+  Support supports(const MatmulOp& op) const override {
+    return op.is_tier && op.tier == Tier::kI8s ? Support::yes() : Support::no("only i8s");
+  }
+  Status prepare(const MatmulOp&) override { return Status::ok(); }
+  Result<FencePtr> submit(const MatmulJob&) override {
+    ++submitted;
+    return FencePtr(std::make_shared<NeverFence>());
+  }
+  int in_flight() const override { return 0; }  // it claims to be free: the worst case
+  double predict_us(const MatmulOp&) const override { return 1.0; }
+  int submitted = 0;
+};
+
+TEST(DispatchOverlay, ADeviceThatNeverSignalsChangesNothingButQuality) {
+  const Weight w = make_weight(Tier::kI8s, 300, 256, 7);
+  const Weight v = make_weight(Tier::kI8s, 64, 256, 8);
+  const std::vector<float> x = make_acts(1, 256, 9);
+  SilentEngine silent;
+  Dispatcher d;
+  d.set_npu(&silent, DispatchOptions{});  // wall clock: hit only if signalled
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(run(d, w, x, 1), reference(w, x, 1, false, true));
+  // A shared-input group: each output resolved in the CPU's loop.
+  std::vector<float> y0(300), y1(64);
+  const Dispatcher::Output outs[] = {{&w.view, y0.data()}, {&v.view, y1.data()}};
+  std::atomic<int> done{0};
+  ASSERT_TRUE(d.matmul_shared(outs, x.data(), 1, [&](int) { ++done; }).is_ok());
+  EXPECT_EQ(done.load(), 2);
+  EXPECT_EQ(y0, reference(w, x, 1, false, true));
+  EXPECT_EQ(y1, reference(v, x, 1, false, true));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  EXPECT_EQ(silent.submitted, 3);
+  EXPECT_EQ(d.stats().overlay_misses, 3u);
+  EXPECT_EQ(d.stats().overlay_hits, 0u);
+}
+
+TEST(DispatchOverlay, TheNpuMustBeFree) {
+  // A device with a job in flight is not free: the overlay is skipped and
+  // the CPU's high plane stands (never a queue behind another token).
+  class Busy final : public Engine {
+   public:
+    std::string name() const override { return "busy"; }
+    Support supports(const MatmulOp&) const override { return Support::yes(); }
+    Status prepare(const MatmulOp&) override { return Status::ok(); }
+    Result<FencePtr> submit(const MatmulJob&) override {
+      ADD_FAILURE() << "submitted to a busy NPU";
+      return error(StatusCode::kInternal, "busy");
+    }
+    int in_flight() const override { return 1; }
+  } busy;
+  const Weight w = make_weight(Tier::kI8s, 128, 64, 11);
+  const std::vector<float> x = make_acts(1, 64, 12);
+  Dispatcher d;
+  d.set_npu(&busy, DispatchOptions{});
+  EXPECT_EQ(run(d, w, x, 1), reference(w, x, 1, false, true));
+  EXPECT_EQ(d.stats().overlay_skipped, 1u);
+}
+
+TEST(DispatchErrors, ADeviceErrorIsAnErrorNeverASilentFallback) {
+  const Weight w = make_weight(Tier::kI8, 96, 64, 21);
+  const std::vector<float> x = make_acts(8, 64, 22);
+  for (Route route : {Route::kNpu, Route::kSplit}) {
+    auto e = NpuEngine::create(vnpu(2)).value();
+    DispatchOptions o;
+    o.force_prefill = route;
+    Dispatcher d;
+    d.set_npu(e.get(), o);
+    e->fail_next_job_in(1);
+    std::vector<float> y(8 * 96);
+    const Status s = d.matmul(w.view, x.data(), 8, y.data());
+    ASSERT_FALSE(s.is_ok()) << route_name(route);
+    EXPECT_NE(s.message().find("injected failure"), std::string::npos) << s.message();
+    // The next job runs normally.
+    EXPECT_TRUE(d.matmul(w.view, x.data(), 8, y.data()).is_ok());
+  }
+  // An overlay that hits a failed job says so.
+  const Weight s8 = make_weight(Tier::kI8s, 96, 64, 23);
+  auto e = NpuEngine::create(vnpu(1)).value();
+  DispatchOptions o;
+  o.clock = OverlayClock::kForced;
+  o.hit_rate = 1.0;
+  Dispatcher d;
+  d.set_npu(e.get(), o);
+  e->fail_next_job_in(0);
+  std::vector<float> y(96);
+  const Status s = d.matmul(s8.view, x.data(), 1, y.data());
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("injected failure"), std::string::npos) << s.message();
+}
+
+// A model with made-up rates: the NPU twice as fast as the CPU per weight
+// but 50 us to start, so small matmuls stay on the CPU, large ones split.
+TEST(Router, PrefillGoesWhereTheModelPredictsItIsFastest) {
+  const PerfModel model = PerfModel::defaults(2);
+  auto e = NpuEngine::create(vnpu(1, "hexagon-v75")).value();
+  const MatmulOp small{Tier::kI8, 2, 64, 32};
+  const PrefillChoice a = choose_prefill(model, e.get(), small, true);
+  EXPECT_EQ(a.route, Route::kCpu) << a.cpu_us << " vs " << a.npu_us;
+  const MatmulOp big{Tier::kI8, 512, 2048, 8192};
+  const PrefillChoice b = choose_prefill(model, e.get(), big, true);
+  EXPECT_LE(b.routed_us, std::min(b.cpu_us, b.npu_us) + 1e-9);
+  if (b.route == Route::kSplit) {
+    EXPECT_GT(b.npu_rows, 0);
+    EXPECT_LT(b.npu_rows, big.n);
+    EXPECT_EQ(b.npu_rows % 32, 0);
+  }
+  // A tier the NPU cannot read stays on the CPU.
+  const PrefillChoice c = choose_prefill(model, e.get(), MatmulOp{Tier::kI5, 512, 2048, 8192}, true);
+  EXPECT_EQ(c.route, Route::kCpu);
+  EXPECT_EQ(choose_prefill(model, nullptr, big, true).route, Route::kCpu);
+}
+
+TEST(PerfModelFile, RoundTripsAndRefusesWhatItCannotRead) {
+  const PerfModel m = PerfModel::defaults(3);
+  const std::string path = ::testing::TempDir() + "/model.json";
+  ASSERT_TRUE(m.save(path).is_ok());
+  auto back = PerfModel::load(path);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  const MatmulOp op{Tier::kNf4, 7, 512, 300};
+  EXPECT_DOUBLE_EQ(back->cpu_us(op), m.cpu_us(op));
+  EXPECT_EQ(back->threads(), 3);
+  {
+    std::ofstream(path) << "{\"format\": 1, \"ns_per_weight\": {\"i4\": [1, 2]}}";
+  }
+  auto bad = PerfModel::load(path);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("kernel"), std::string::npos) << bad.status().message();
+  {
+    std::ofstream(path) << "not json";
+  }
+  EXPECT_FALSE(PerfModel::load(path).is_ok());
+}
+
+}  // namespace
+}  // namespace ork
