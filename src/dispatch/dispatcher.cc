@@ -76,7 +76,7 @@ MatmulJob Dispatcher::make_job(const WeightView& w, const float* x, int n, float
   // Decoding with an NPU the CPU reads i8s weights from their high plane:
   // the overlay's critical path, whether or not the NPU adds to it this
   // time. Prefill reads both planes (int8), as the NPU does.
-  job.i8s_high_only = is_i8s(w) && (i8s_high_only_ || (n == 1 && overlay_.enabled()));
+  job.i8s_high_only = is_i8s(w) && n == 1 && (i8s_high_only_ || overlay_.enabled());
   return job;
 }
 
@@ -135,6 +135,7 @@ Status Dispatcher::prefill(const MatmulJob& job) {
   }
   ++stats_.prefill[static_cast<size_t>(c.route)];
   if (npu_ != nullptr) {
+    stats_.record(job.op, c);
     stats_.modeled_cpu_us += c.cpu_us;
     stats_.modeled_npu_us += c.npu_us;
     stats_.modeled_routed_us += c.routed_us;
@@ -233,7 +234,7 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
   job.n_ff = call.n_ff;
   job.x = call.x;
   job.acc = call.acc;
-  job.i8s_high_only = i8s_high_only_ || (call.n == 1 && overlay_.enabled());
+  job.i8s_high_only = call.n == 1 && (i8s_high_only_ || overlay_.enabled());
   if (!cpu_->fused_experts(job)) return false;
   if (call.n > 1) {
     // With an NPU, a batch's experts are routed one matmul at a time when

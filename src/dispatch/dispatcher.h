@@ -65,9 +65,9 @@ class Dispatcher {
   void set_npu(Engine* npu, const DispatchOptions& options = {});
   Engine* npu() const { return npu_; }
   const DispatchOptions& options() const { return options_; }
-  // Without an NPU: read i8s weights from their high plane alone (int4) on
-  // the CPU instead of both planes (int8) - what the CPU's part of an
-  // overlay costs, for comparison.
+  // Decoding (M = 1) without an NPU: read i8s weights from their high plane
+  // alone (int4) on the CPU instead of both planes (int8) - what the CPU's
+  // part of an overlay costs and gives, for comparison. Batches read both.
   void set_i8s_high_only(bool on) { i8s_high_only_ = on; }
   // CPU phases and dispatch decisions go to this trace (null: none).
   void set_trace(Trace* trace);

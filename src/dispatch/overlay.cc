@@ -15,10 +15,10 @@ void Overlay::configure(Engine* npu, const DispatchOptions& o, double cpu_gbps) 
 
 bool Overlay::npu_free(int jobs) const {
   if (!enabled()) return false;
-  if (options_.clock == OverlayClock::kVirtual) {
-    // Free when the virtual device has finished what it was given.
-    return npu_free_us_ <= cpu_now_us_;
-  }
+  // The measurement clocks decide by their own time, so that a hit rate
+  // does not depend on this machine (every job is drained when resolved).
+  if (options_.clock == OverlayClock::kVirtual) return npu_free_us_ <= cpu_now_us_;
+  if (options_.clock == OverlayClock::kForced) return true;
   // The overlay runs only when the NPU is free: nothing of a previous token
   // (a miss still running) or of a prefill is in flight.
   return npu_->in_flight() == 0 && jobs <= std::min(options_.max_in_flight, npu_->max_in_flight());
@@ -30,11 +30,16 @@ double Overlay::cpu_us(const WeightView& w) const {
   return bytes / (cpu_gbps_ * 1e3);
 }
 
+bool Overlay::measuring() const { return options_.clock != OverlayClock::kWall; }
+
 Result<int> Overlay::open_deferred(const WeightView& w, const float* x, double cpu_us_before) {
   const size_t i = jobs_.size();
   if (buffers_.size() <= i) buffers_.resize(i + 1);
   buffers_[i].resize(static_cast<size_t>(w.rows));
-  ORK_ASSIGN_OR_RETURN(const int idx, open(w, x, buffers_[i].data(), cpu_us_before));
+  opening_deferred_ = true;
+  Result<int> opened = open(w, x, buffers_[i].data(), cpu_us_before);
+  opening_deferred_ = false;
+  ORK_ASSIGN_OR_RETURN(const int idx, std::move(opened));
   jobs_[static_cast<size_t>(idx)].buffer = &buffers_[i];
   return idx;
 }
@@ -48,6 +53,13 @@ Status Overlay::resolve_into(int i, float* cpu_y) {
 }
 
 Result<int> Overlay::open(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before) {
+  // The measurement clocks drain every job, hit or miss: the device writes
+  // to the overlay's own rows, copied over the CPU's only on a hit.
+  if (measuring() && !opening_deferred_) {
+    ORK_ASSIGN_OR_RETURN(const int idx, open_deferred(w, x, cpu_us_before));
+    jobs_[static_cast<size_t>(idx)].cpu_y = cpu_y;
+    return idx;
+  }
   MatmulJob job;
   job.op = MatmulOp::of(w, 1);
   job.w = w;
@@ -88,9 +100,11 @@ Status Overlay::resolve(int i) {
   if (j.resolved) return Status::ok();
   j.resolved = true;
   if (!hit(j, j.serial)) {
-    // Not ready: the CPU's int4 result stands, and the NPU's is dropped
-    // (never waited on, so it never reaches the output).
+    // Not ready: the CPU's int4 result stands, and the NPU's is dropped -
+    // in wall-clock mode never waited on, so it never reaches the output;
+    // a measurement clock drains it into the overlay's rows.
     misses_.fetch_add(1, std::memory_order_relaxed);
+    if (measuring()) ORK_RETURN_IF_ERROR(j.fence->wait());
     return Status::ok();
   }
   // Ready (in wall-clock mode wait() returns at once): its rows replace the
@@ -98,12 +112,15 @@ Status Overlay::resolve(int i) {
   ORK_RETURN_IF_ERROR(j.fence->wait());
   j.took = true;
   hits_.fetch_add(1, std::memory_order_relaxed);
+  if (j.cpu_y != nullptr) std::copy(j.buffer->begin(), j.buffer->end(), j.cpu_y);
   return Status::ok();
 }
 
 void Overlay::finish(double cpu_us) {
   for (Job& j : jobs_) {
-    if (!j.resolved) misses_.fetch_add(1, std::memory_order_relaxed);
+    if (j.resolved) continue;
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    if (measuring()) (void)j.fence->wait();
   }
   jobs_.clear();
   cpu_now_us_ += cpu_us;

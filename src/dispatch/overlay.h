@@ -62,7 +62,10 @@ class Overlay {
     bool resolved = false;
     bool took = false;        // a hit: the NPU's rows were used
     std::vector<float>* buffer = nullptr;  // open_deferred's result rows
+    float* cpu_y = nullptr;   // measurement clocks: where a hit's rows go
   };
+  bool measuring() const;
+  bool opening_deferred_ = false;
   bool hit(Job& j, uint64_t serial) const;
 
   Engine* npu_ = nullptr;

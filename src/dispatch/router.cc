@@ -33,6 +33,26 @@ void DispatchStats::add(const DispatchStats& o) {
   modeled_cpu_us += o.modeled_cpu_us;
   modeled_npu_us += o.modeled_npu_us;
   modeled_routed_us += o.modeled_routed_us;
+  for (const Choice& c : o.choices) {
+    auto it = std::find_if(choices.begin(), choices.end(), [&](const Choice& x) {
+      return x.tier == c.tier && x.m == c.m && x.k == c.k && x.n == c.n && x.route == c.route;
+    });
+    if (it == choices.end()) {
+      choices.push_back(c);
+    } else {
+      it->count += c.count;
+    }
+  }
+}
+
+void DispatchStats::record(const MatmulOp& op, const PrefillChoice& c) {
+  for (Choice& x : choices) {
+    if (x.tier == op.tier && x.m == op.m && x.k == op.k && x.n == op.n && x.route == c.route) {
+      ++x.count;
+      return;
+    }
+  }
+  choices.push_back({op.tier, op.m, op.k, op.n, c.npu_rows, c.route, c.cpu_us, c.npu_us, c.routed_us, 1});
 }
 
 PrefillChoice choose_prefill(const PerfModel& model, const Engine* npu, const MatmulOp& op, bool allow_split,

@@ -15,6 +15,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "quant/tier.h"
 
 namespace ork {
 
@@ -62,6 +65,16 @@ struct DispatchStats {
   double modeled_cpu_us = 0;    // prefill: what CPU-only would have cost (model)
   double modeled_npu_us = 0;    //          what NPU-only would have (model; CPU for what it cannot read)
   double modeled_routed_us = 0; //          what the chosen routes cost (model)
+  // Each distinct prefill shape's choice (tier, M, K, N), and how often.
+  struct Choice {
+    Tier tier;
+    int64_t m, k, n, npu_rows;
+    Route route;
+    double cpu_us, npu_us, routed_us;
+    uint64_t count;
+  };
+  std::vector<Choice> choices;
+  void record(const MatmulOp& op, const struct PrefillChoice& c);
   double hit_rate() const {
     const uint64_t n = overlay_hits + overlay_misses;
     return n > 0 ? static_cast<double>(overlay_hits) / static_cast<double>(n) : 0.0;

@@ -64,8 +64,9 @@ class Context {
   void set_fast_kernels(bool on);
   bool fast_kernels() const { return dispatch_.fast_kernels(); }
 
-  // Read i8s tensors' high plane alone (i4 bytes and speed, i4 accuracy)
-  // instead of both planes (int8 codes): what the CPU does with an NPU.
+  // Decoding, read i8s tensors' high plane alone (i4 bytes and speed, i4
+  // accuracy) instead of both planes (int8 codes): what the CPU does with
+  // an NPU. Batches read both planes.
   void set_i8s_high_only(bool on) { dispatch_.set_i8s_high_only(on); }
 
   // An NPU for the dispatcher to route to (null: CPU only), and how. The

@@ -83,7 +83,24 @@ QualityStats QualityAccumulator::finish() const {
 
 namespace {
 
-Result<WindowScores> score_window(Context& ctx, const std::vector<int32_t>& window, int first) {
+// The log-probabilities at positions first .. n-2, decoding: positions
+// 0..first as one batch, then each later one alone.
+Result<WindowScores> score_window_decoding(Context& ctx, const std::vector<int32_t>& window, int first) {
+  ctx.truncate(0);
+  WindowScores scores;
+  std::vector<float> logits;
+  ORK_RETURN_IF_ERROR(ctx.eval(std::span<const int32_t>(window.data(), static_cast<size_t>(first) + 1), logits));
+  for (size_t j = static_cast<size_t>(first);; ++j) {
+    log_softmax(logits);
+    scores.push_back(logits);
+    if (j + 2 >= window.size()) break;
+    ORK_RETURN_IF_ERROR(ctx.eval(std::span<const int32_t>(&window[j + 1], 1), logits));
+  }
+  return scores;
+}
+
+Result<WindowScores> score_window(Context& ctx, const std::vector<int32_t>& window, int first, bool decode) {
+  if (decode) return score_window_decoding(ctx, window, first);
   ctx.truncate(0);
   ORK_ASSIGN_OR_RETURN(std::vector<float> logits, ctx.eval(window, /*all_logits=*/true));
   const size_t n_vocab = logits.size() / window.size();
@@ -133,20 +150,21 @@ Result<QualityStats> measure_quality(const Model& model, const std::vector<int32
     ThreadPool serial(1);
     Context ctx(model, o.n_ctx, &serial);
     ctx.set_fast_kernels(!o.reference_kernels);
+    if (o.setup) o.setup(ctx);
     std::optional<Context> base_ctx;
     if (base != nullptr) base_ctx.emplace(*base, o.n_ctx, &serial);
     for (int c; (c = next++) < chunks;) {
       std::vector<int32_t> window(tokens.begin() + static_cast<long>(c) * o.n_ctx,
                                   tokens.begin() + static_cast<long>(c + 1) * o.n_ctx);
       if (bos >= 0) window[0] = bos;
-      auto scores = score_window(ctx, window, first);
+      auto scores = score_window(ctx, window, first, o.decode);
       if (!scores.is_ok()) {
         failures[static_cast<size_t>(tid)] = scores.status();
         return;
       }
       WindowScores base_window;
       if (base_ctx) {
-        auto b = score_window(*base_ctx, window, first);
+        auto b = score_window(*base_ctx, window, first, false);
         if (!b.is_ok()) {
           failures[static_cast<size_t>(tid)] = b.status();
           return;
@@ -172,6 +190,10 @@ Result<QualityStats> measure_quality(const Model& model, const std::vector<int32
         std::lock_guard<std::mutex> lock(progress_mutex);
         progress(++finished, chunks);
       }
+    }
+    if (o.dispatch_stats != nullptr) {
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      o.dispatch_stats->add(ctx.dispatch_stats());
     }
   };
   std::vector<std::thread> threads;

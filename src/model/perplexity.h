@@ -12,10 +12,13 @@
 #include <span>
 #include <vector>
 
+#include "dispatch/router.h"
 #include "model/model.h"
 #include "ork/status.h"
 
 namespace ork {
+
+class Context;
 
 struct Estimate {
   double value = 0;
@@ -66,6 +69,16 @@ struct PerplexityOptions {
   int max_chunks = 0;  // 0 = every full window
   int threads = 0;     // windows scored in parallel; 0 = hardware concurrency
   bool reference_kernels = false;  // score with the scalar reference path (weights' quality alone)
+  // Score the way generation runs: each window's first half as one batch
+  // (a prompt), then every scored position decoded one token at a time -
+  // the path the NPU overlay and other decode-only routes take.
+  bool decode = false;
+  // Called on each Context of the model (not the base's) before it scores:
+  // an NPU, dispatch options, i8s reading. Contexts on several threads may
+  // share what it attaches.
+  std::function<void(Context&)> setup;
+  // If set, receives the routing decisions of every Context that scored.
+  DispatchStats* dispatch_stats = nullptr;
 };
 
 // Scores `tokens` with `model` and, if given, compares with `base`

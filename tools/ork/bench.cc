@@ -36,6 +36,8 @@ struct BenchOptions {
   bool json = false;
   bool mmap = false;
   bool profile = false;
+  bool i8s_high_only = false;
+  bool pair = false;
 };
 
 double now_s() {
@@ -96,6 +98,72 @@ std::string cpu_name() {
   return "unknown";
 }
 
+// --pair: decode with the NPU against the CPU alone doing the same CPU
+// work (i8s from their high plane), in turn within each repetition - the
+// order alternating, the bandwidth probed beside each - so that the ratio
+// does not depend on how the machine's bandwidth drifts.
+int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, BandwidthProbe& probe,
+                std::vector<double>& bws, std::mt19937& rng, std::uniform_int_distribution<int32_t>& tok) {
+  NpuCli& npu_cli = o.npu;
+  if (npu_cli.engine() == nullptr) return fail("bench --pair compares decode with an NPU against the CPU alone: give --npu");
+  if (o.n_gen == 0) return fail("bench --pair measures decode: -n must be > 0");
+  std::vector<double> cpu_tg, npu_tg, ratios;
+  DispatchStats decode_stats;
+  auto decode = [&](bool with_npu) -> Result<double> {
+    Context ctx(model, n_ctx);
+    if (with_npu) {
+      npu_cli.attach(ctx);
+    } else {
+      ctx.set_i8s_high_only(true);
+    }
+    std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+    for (auto& t : prompt) t = tok(rng);
+    std::vector<float> logits;
+    if (!prompt.empty()) ORK_RETURN_IF_ERROR(ctx.eval(prompt, logits));
+    ctx.reset_dispatch_stats();
+    const double t0 = now_s();
+    for (int i = 0; i < o.n_gen; ++i) {
+      const int32_t t = tok(rng);
+      ORK_RETURN_IF_ERROR(ctx.eval(std::span<const int32_t>(&t, 1), logits));
+    }
+    const double tg = o.n_gen / (now_s() - t0);
+    if (with_npu) decode_stats.add(ctx.dispatch_stats());
+    ctx.set_npu(nullptr);
+    return tg;
+  };
+  for (int r = 0; r < o.reps; ++r) {
+    double cpu = 0, npu = 0;
+    for (int half = 0; half < 2; ++half) {
+      const bool with_npu = (half == 0) == (r % 2 == 1);
+      auto tg = decode(with_npu);
+      if (!tg.is_ok()) return fail(tg.status().to_string());
+      (with_npu ? npu : cpu) = *tg;
+    }
+    cpu_tg.push_back(cpu);
+    npu_tg.push_back(npu);
+    ratios.push_back(npu / cpu);
+    bws.push_back(probe.measure(2));
+    std::fprintf(stderr, "  pair %d/%d: cpu alone %.2f tok/s, with %s %.2f tok/s, ratio %.4f; read bandwidth %.2f GB/s\n",
+                 r + 1, o.reps, cpu, npu_cli.engine()->name().c_str(), npu, npu / cpu, bws.back());
+  }
+  const Summary c = summarize(cpu_tg), n = summarize(npu_tg), q = summarize(ratios), b = summarize(bws);
+  if (o.json) {
+    std::printf("{\"model\": \"%s\", \"pairs\": %d, \"tg\": %d, \"cpu_tok_s\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, "
+                "\"npu_tok_s\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, \"ratio\": {\"median\": %.4f, \"min\": %.4f, "
+                "\"max\": %.4f}, \"read_gbps\": %.2f%s}\n",
+                model.path().c_str(), o.reps, o.n_gen, c.median, c.min, c.max, n.median, n.min, n.max, q.median, q.min, q.max,
+                b.median, npu_cli.json(decode_stats, DispatchStats()).c_str());
+  } else {
+    std::printf("decode pairs     %d x tg%d: CPU alone (i8s high plane) %.2f tok/s, with %s %.2f tok/s\n", o.reps,
+                o.n_gen, c.median, npu_cli.engine()->name().c_str(), n.median);
+    std::printf("decode ratio     %.4f (median of the pairs; min %.4f, max %.4f); read bandwidth %.2f GB/s (%.2f-%.2f)\n",
+                q.median, q.min, q.max, b.median, b.min, b.max);
+    npu_cli.report(stdout, decode_stats, DispatchStats());
+  }
+  if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
+  return 0;
+}
+
 int bench(BenchOptions& o) {
   if (o.n_prompt == 0 && o.n_gen == 0) return fail("bench: -p and -n are both 0, so there is nothing to measure");
   if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
@@ -129,9 +197,13 @@ int bench(BenchOptions& o) {
   // (from position n_prompt to n_prompt + n_gen - 1, each reading one more).
   const int n_prompt_used = std::max(0, std::min(o.n_prompt, n_ctx - o.n_gen - 1));
   const double kv_bytes = o.n_gen > 0 ? 2.0 * 2.0 * c.n_layer * c.kv_dim() * (n_prompt_used + (o.n_gen + 1) / 2.0) : 0.0;
+  if (o.pair) {
+    return bench_pairs(o, *model, n_ctx, n_prompt_used, probe, bws, rng, tok);
+  }
   for (int r = 0; r < o.reps; ++r) {
     Context ctx(*model, n_ctx);
     npu_cli.attach(ctx);
+    ctx.set_i8s_high_only(o.i8s_high_only);
     std::vector<int32_t> prompt(static_cast<size_t>(n_prompt_used));
     for (auto& t : prompt) t = tok(rng);
     std::vector<float> logits;
@@ -231,6 +303,11 @@ Runner add_bench(CLI::App& app) {
                "After the figures, where decode's time goes: per phase of the forward pass (q/k/v, attention, o, "
                "router, experts, output...) its time per token, the part in parallel loops, and the rate it read its "
                "bytes at");
+  app.add_flag("--i8s-high-only", o->i8s_high_only,
+               "Decode reading i8s tensors' high plane alone (int4): the CPU's share of the NPU overlay");
+  app.add_flag("--pair", o->pair,
+               "With --npu: each repetition decodes with the NPU and with the CPU alone (i8s high plane), in turn, "
+               "and reports the ratio");
   add_mmap_flag(app, o->mmap);
   return [o] { return bench(*o); };
 }

@@ -112,6 +112,13 @@ void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchS
     std::fprintf(out, "dispatch model   prefill matmuls: routed %.2f ms, CPU alone %.2f ms, NPU alone %.2f ms (modeled)\n",
                  prefill.modeled_routed_us / 1e3, prefill.modeled_cpu_us / 1e3, prefill.modeled_npu_us / 1e3);
   }
+  for (const DispatchStats::Choice& c : prefill.choices) {
+    std::fprintf(out, "  prefill %-4s M=%-4lld K=%-5lld N=%-6lld x%-5llu -> %-5s%s  cpu %.1f us, npu %.1f us, routed %.1f us (modeled)\n",
+                 std::string(tier_name(c.tier)).c_str(), static_cast<long long>(c.m), static_cast<long long>(c.k),
+                 static_cast<long long>(c.n), static_cast<unsigned long long>(c.count), route_name(c.route),
+                 c.route == Route::kSplit ? fmt::format(" ({} rows to the NPU)", c.npu_rows).c_str() : "", c.cpu_us,
+                 c.npu_us, c.routed_us);
+  }
   std::fprintf(out, "dispatch decode  %s; overlay %llu hits, %llu misses (hit rate %.1f %%, %s clock), %llu skipped "
                     "(NPU busy)\n",
                routes(decode.decode).c_str(), static_cast<unsigned long long>(decode.overlay_hits),

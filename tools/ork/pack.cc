@@ -6,6 +6,7 @@
 
 #include "core/escape.h"
 #include "core/output_file.h"
+#include "engines/npu/profile.h"
 
 #include "commands.h"
 #include "model/model.h"
@@ -30,6 +31,7 @@ struct PackCliOptions {
   int calib_ctx = 128;
   int calib_chunks = 64;
   int threads = 0;
+  std::string npu;
 };
 
 // Everything that can be checked before the first tensor is measured:
@@ -48,6 +50,18 @@ int pack(const PackCliOptions& c) {
   const std::string map_path = c.write_tiers.empty() ? c.output + ".tiers" : c.write_tiers;
   if (Status st = check_before_work(c, map_path); !st.is_ok()) return fail(st.to_string());
   PackOptions o;
+  if (!c.npu.empty()) {
+    // A pack for a device with an NPU: only tiers it reads, so that every
+    // matmul can be routed there in prefill, and i8s - both planes at W8A8
+    // on the NPU, the high plane alone (int4) on the CPU's decode path - as
+    // the sensitive set the overlay recomputes. nf4 reaches the NPU through
+    // its 16-entry int8 table; i5 and i6 are CPU-only and left out.
+    auto profile = npu::find_profile(c.npu);
+    if (!profile.is_ok()) return fail("--npu: " + profile.status().message());
+    o.candidates = {Tier::kI4, Tier::kNf4, Tier::kI8s};
+    std::fprintf(stderr, "ork: planning for %s: tiers i4, nf4 (via int8) and i8s (the overlay's sensitive set)\n",
+                 profile->name.c_str());
+  }
   o.warn = [](const std::string& message) { std::fprintf(stderr, "ork: warning: %s\n", escape_text(message).c_str()); };
   o.input = c.input;
   o.output = c.output;
@@ -149,6 +163,10 @@ Runner add_pack(CLI::App& app) {
   app.add_flag("--no-rotate", c->no_rotate, "Never rotate (default: rotate each tensor where it measures better)");
   app.add_flag("--no-gptq", c->no_gptq,
                "Round to nearest only (default: error-correcting rounding where the imatrix has input covariances)");
+  app.add_option("--npu", c->npu,
+                 "Plan for a device with this NPU (rk3588, hexagon-v75, hexagon-v79): only tiers the NPU reads - i4, "
+                 "nf4 (through its int8 table) and i8s, the sensitive set the decode overlay recomputes at int8 while "
+                 "the CPU reads its high plane; no i5/i6 (CPU only)");
   app.add_option("-t,--threads", c->threads, "Tensors quantized side by side (default: all cores)")
       ->check(thread_count());
   return [c] { return pack(*c); };

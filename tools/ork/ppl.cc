@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "commands.h"
+#include "npu_cli.h"
 #include "core/output_file.h"
 #include "load_model.h"
 #include "model/perplexity.h"
@@ -21,6 +22,9 @@ struct PplCliOptions {
   int chunks = 0;
   int threads = 0;
   bool json = false;
+  bool decode = false;
+  bool i8s_high_only = false;
+  NpuCli npu;
   bool reference_kernels = false;
 };
 
@@ -59,13 +63,14 @@ Result<std::vector<WindowScores>> load_base(const std::string& path) {
   return windows;
 }
 
-int ppl(const PplCliOptions& c) {
+int ppl(PplCliOptions& c) {
   if (!c.save_kl_base.empty()) {
     const Status st = check_output_path(c.save_kl_base, {c.model, c.text, c.ref, c.kl_base}, "--save-kl-base");
     if (!st.is_ok()) return fail(st.to_string());
   }
   auto model = load_model(c.model, c.mmap);
   if (!model.is_ok()) return fail(model.status().to_string());
+  if (Status st = c.npu.start(); !st.is_ok()) return fail(st.to_string());
   std::unique_ptr<Model> ref;
   if (!c.ref.empty()) {
     auto r = load_model(c.ref, c.mmap);
@@ -89,6 +94,14 @@ int ppl(const PplCliOptions& c) {
   o.n_ctx = c.n_ctx;
   o.max_chunks = c.chunks;
   o.threads = c.threads;
+  o.decode = c.decode;
+  DispatchStats routed;
+  o.dispatch_stats = &routed;
+  const NpuCli& npu = c.npu;
+  o.setup = [&](Context& ctx) {
+    npu.attach(ctx);
+    ctx.set_i8s_high_only(c.i8s_high_only);
+  };
   o.reference_kernels = c.reference_kernels;
   std::vector<WindowScores> saved;
   auto stats = measure_quality(**model, tokens->ids, tokens->bos, o, ref.get(), base ? &*base : nullptr,
@@ -100,6 +113,9 @@ int ppl(const PplCliOptions& c) {
     if (!s.is_ok()) return fail(s.to_string());
   }
   const QualityStats& s = *stats;
+  c.npu.report(stderr, routed, routed);
+  const bool has_npu = c.npu.engine() != nullptr;
+  if (Status st = c.npu.finish(); !st.is_ok()) return fail(st.to_string());
   if (c.json) {
     std::printf("{\"model\": \"%s\", \"text\": \"%s\", \"ctx\": %d, \"tokens\": %llu, \"ppl\": %.6f, \"ppl_err\": %.6f",
                 c.model.c_str(), c.text.c_str(), c.n_ctx, static_cast<unsigned long long>(s.tokens), s.ppl.value,
@@ -108,6 +124,11 @@ int ppl(const PplCliOptions& c) {
       std::printf(", \"base_ppl\": %.6f, \"kld\": %.8f, \"kld_err\": %.8f, \"top1\": %.6f, \"top1_err\": %.6f, "
                   "\"rms_dp\": %.6f, \"rms_dp_err\": %.6f",
                   s.base_ppl.value, s.kld.value, s.kld.err, s.top1.value, s.top1.err, s.rms_dp.value, s.rms_dp.err);
+    }
+    if (has_npu) {
+      std::printf(", \"overlay_hits\": %llu, \"overlay_misses\": %llu, \"overlay_hit_rate\": %.6f",
+                  static_cast<unsigned long long>(routed.overlay_hits), static_cast<unsigned long long>(routed.overlay_misses),
+                  routed.hit_rate());
     }
     std::printf("}\n");
     return 0;
@@ -142,6 +163,12 @@ Runner add_ppl(CLI::App& app) {
   app.add_option("-t,--threads", c->threads, "Windows scored side by side (default: all cores; the result does not depend on it)")
       ->check(thread_count());
   app.add_flag("--json", c->json, "Print one JSON object");
+  app.add_flag("--decode", c->decode,
+               "Score as generation runs: each window's first half as one batch, then one token at a time (the path "
+               "the NPU's decode overlay takes)");
+  app.add_flag("--i8s-high-only", c->i8s_high_only,
+               "Read i8s tensors from their high plane alone (int4): the CPU's share of the overlay");
+  c->npu.add_options(app);
   add_mmap_flag(app, c->mmap);
   app.add_flag("--ref-kernels", c->reference_kernels,
                "Score with the scalar reference kernels (f32 activations): the weights' quality alone");

@@ -169,6 +169,7 @@ double NpuEngine::predict_us(const MatmulOp& op) const {
 }
 
 int NpuEngine::in_flight() const {
+  std::lock_guard lock(mu_);
   int n = 0;
   for (const Slot& s : slots_) n += s.job && !dev_->done(*s.job);
   return n;
@@ -214,6 +215,7 @@ Result<NpuEngine::Slot*> NpuEngine::slot_for(int64_t m, int64_t k, int64_t n) {
 }
 
 Result<FencePtr> NpuEngine::submit(const MatmulJob& job) {
+  std::lock_guard lock(mu_);
   const WeightView& w = job.w;
   const int64_t first = job.row_begin, rows = job.rows_end() - job.row_begin;
   MatmulOp op = job.op;

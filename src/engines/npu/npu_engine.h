@@ -8,6 +8,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <vector>
 #include <memory>
 #include <string>
@@ -32,7 +33,10 @@ class NpuEngine final : public Engine {
   // The program cache: the KernelParams of an op (tiling, VTCM layout and
   // DMA descriptor lists), built on first use.
   Result<const KernelParams*> program(const MatmulOp& op);
-  Status prepare(const MatmulOp& op) override { return program(op).status(); }
+  Status prepare(const MatmulOp& op) override {
+    std::lock_guard lock(mu_);
+    return program(op).status();
+  }
   // Non-blocking: the input is brought into the weight's basis and
   // quantized for the datapath into a staging slot of its own, and the job
   // rung in. Up to max_in_flight() jobs may be outstanding; the device runs
@@ -88,6 +92,9 @@ class NpuEngine final : public Engine {
   RotationSigns signs_;
   int fail_session_ = -1;
   std::atomic<int64_t> host_wall_ns_{0};
+  // Contexts on several threads may share the device: submissions (slots,
+  // the program cache, staging) are serialized.
+  mutable std::mutex mu_;
 };
 
 // The W4A4 activations: per token, ref::quantize_acts with codes in [-7, 7].

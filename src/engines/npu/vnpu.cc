@@ -221,16 +221,7 @@ Status Session::run(JobState& js) {
     pre = dev_->barrier(index_, ++fence_seq_, st, js);
   }
   if (st.is_ok() && !pre.is_ok()) st = pre;
-  int64_t timed_dma_bytes = 0;
-  if (st.is_ok() && range.count > 0) {
-    if (dev_->options().compute) {
-      st = matmul(j, range.start, range.count);
-    } else {
-      // Timing only: no transfer and no arithmetic on this machine's cores;
-      // the modeled time counts the bytes the kernel would have moved.
-      timed_dma_bytes = dma_bytes(p, range.count);
-    }
-  }
+  if (st.is_ok() && range.count > 0) st = matmul(j, range.start, range.count);
   {
     // Dirty output: every output byte leaves VTCM by DMA, so the flush is
     // the drain; a kernel that wrote DDR directly would clean its lines here.
@@ -247,8 +238,7 @@ Status Session::run(JobState& js) {
     post = dev_->barrier(index_, ++fence_seq_, st, js);
   }
   if (st.is_ok()) st = post;
-  const double modeled = dev_->modeled_us(p, range.count, window_.stats().maps - maps_before,
-                                          dma_->bytes_moved() - dma_before + timed_dma_bytes);
+  const double modeled = dev_->modeled_us(p, range.count, window_.stats().maps - maps_before, dma_->bytes_moved() - dma_before);
   dev_->finished(js, index_, st, modeled);
   return st;
 }
@@ -445,6 +435,28 @@ std::shared_ptr<JobState> Vnpu::submit(const DeviceJob& job) {
   auto js = std::make_shared<JobState>();
   js->job = job;
   js->job.id = ++next_id_;
+  if (!o_.compute) {
+    // Timing only: no session thread runs (on this machine they would take
+    // the cores the host is measured on). The job is a point on the
+    // device's own clock: queued behind the last, mapped on first use,
+    // done at its modeled time.
+    js->remaining = 0;
+    js->status.assign(static_cast<size_t>(sessions()), Status::ok());
+    js->observed.assign(static_cast<size_t>(sessions()), job.fail_session >= 0
+                                                             ? error(StatusCode::kInternal, "vnpu session {}: injected failure", job.fail_session)
+                                                             : Status::ok());
+    const KernelParams& p = *job.p;
+    const uint64_t new_maps = timing_mapped_.insert(job.w0).second ? 1 : 0;
+    const double device = modeled_us(p, partition(p, 0).count, new_maps, dma_bytes(p, partition(p, 0).count));
+    js->submit_us = clock_us();
+    timing_free_us_ = std::max(timing_free_us_, js->submit_us) + device;
+    js->deadline_us = timing_free_us_;
+    js->modeled_us.assign(static_cast<size_t>(sessions()), device);
+    std::lock_guard t(totals_mu_);
+    ++totals_.jobs;
+    totals_.modeled_us += device;
+    return js;
+  }
   js->remaining = sessions();
   js->status.assign(static_cast<size_t>(sessions()), Status::ok());
   js->observed.assign(static_cast<size_t>(sessions()), Status::ok());
@@ -480,7 +492,7 @@ double Vnpu::clock_us() const {
 
 bool Vnpu::done(const JobState& js) const {
   if (js.remaining.load() != 0) return false;
-  return !o_.paced || clock_us() >= js.deadline_us;
+  return !(o_.paced || !o_.compute) || clock_us() >= js.deadline_us;
 }
 
 Status Vnpu::wait(JobState& js) {
@@ -488,7 +500,7 @@ Status Vnpu::wait(JobState& js) {
     std::unique_lock lock(js.mu);
     js.cv.wait(lock, [&] { return js.remaining.load() == 0; });
   }
-  if (o_.paced) {
+  if (o_.paced || !o_.compute) {
     const double left = js.deadline_us - clock_us();
     if (left > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(left));
   }

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -235,10 +236,11 @@ struct VnpuOptions {
   bool paced = false;        // fences wait for the modeled device time
   bool doorbell = true;      // modeled submit latency: doorbell or blocking
   bool check_lines = false;  // record 128-byte line ownership of DDR writes
-  // False: timing only - sessions map buffers and model each job's time but
-  // neither move data nor compute (the output is left as it was), so that
-  // on a machine whose cores the device would share, the host side of its
-  // use can be measured alone. Results are not valid.
+  // False: timing only - no session thread runs; each job is queued on the
+  // device's modeled clock (mapped on first use) and its fence signals at
+  // its modeled time, with the output left as it was. On a machine whose
+  // cores the device would share, the host side of its use can so be
+  // measured alone. Results are not valid.
   bool compute = true;
   Trace* trace = nullptr;
 };
@@ -359,6 +361,9 @@ class Vnpu {
   Totals totals_;
   uint64_t next_id_ = 0;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  // Timing only: when the device is next free, and the weights it has mapped.
+  double timing_free_us_ = 0;
+  std::unordered_set<const void*> timing_mapped_;
 };
 
 }  // namespace ork::npu
