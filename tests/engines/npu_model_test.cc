@@ -163,3 +163,63 @@ TEST(NpuModel, AModelLargerThanTheWindowGivesTheSameLogits) {
 
 }  // namespace
 }  // namespace ork
+
+namespace ork {
+namespace {
+
+// The overlay end to end on a real MoE model whose routed experts' down
+// projections and attention values are i8s: decoding with every overlay
+// hit gives the logits of the CPU reading both planes, bit for bit; with
+// every miss, those of the CPU reading the high plane alone. Routed
+// experts, q/k/v groups and single matmuls all take part.
+TEST(NpuOverlay, DecodeWithEveryHitOrEveryMissMatchesTheCpuReadings) {
+  const char* file = "models/sotu-moe-f32.gguf";
+  ORK_REQUIRE_TESTDATA(file);
+  PackOptions po;
+  po.input = testing::testdata(file);
+  po.output = ::testing::TempDir() + "/sotu-i8s.orkpack";
+  po.rules = {*parse_tier_rule(".=i4"), *parse_tier_rule("attn_v|attn_output|ffn_down_exps|ffn_gate_exps=i8s")};
+  ASSERT_TRUE(pack_model(po).is_ok());
+  auto model = Model::load(po.output);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const std::vector<int32_t> ids = {1, 111, 89, 352, 1194, 40, 7, 300, 52, 9};
+  auto decode = [&](NpuEngine* npu, const DispatchOptions& o, bool high_only, DispatchStats* stats) {
+    Context ctx(**model, 32);
+    if (npu != nullptr) ctx.set_npu(npu, o);
+    ctx.set_i8s_high_only(high_only);
+    std::vector<float> all, logits;
+    for (int32_t id : ids) {
+      EXPECT_TRUE(ctx.eval(std::span<const int32_t>(&id, 1), logits).is_ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    if (stats != nullptr) *stats = ctx.dispatch_stats();
+    ctx.set_npu(nullptr);
+    return all;
+  };
+  const std::vector<float> both = decode(nullptr, {}, false, nullptr), high = decode(nullptr, {}, true, nullptr);
+  ASSERT_NE(both, high);
+  auto e = NpuEngine::create(options(2)).value();
+  for (double rate : {1.0, 0.0}) {
+    DispatchOptions o;
+    o.clock = OverlayClock::kForced;
+    o.hit_rate = rate;
+    DispatchStats st;
+    const std::vector<float> got = decode(e.get(), o, false, &st);
+    EXPECT_EQ(got, rate > 0 ? both : high) << "hit rate " << rate;
+    // Per token and layer: v and o, two routed experts' gate and down.
+    EXPECT_EQ(st.decode[static_cast<size_t>(Route::kOverlay)], ids.size() * 4 * (2 + 2 * 2));
+    EXPECT_EQ(st.overlay_hits + st.overlay_misses, st.decode[static_cast<size_t>(Route::kOverlay)]);
+    EXPECT_EQ(st.overlay_hits, rate > 0 ? st.decode[static_cast<size_t>(Route::kOverlay)] : 0u);
+  }
+  // Half the jobs: between the two readings, and the same every run.
+  DispatchOptions half;
+  half.clock = OverlayClock::kForced;
+  half.hit_rate = 0.5;
+  const std::vector<float> mixed = decode(e.get(), half, false, nullptr);
+  EXPECT_NE(mixed, both);
+  EXPECT_NE(mixed, high);
+  EXPECT_EQ(decode(e.get(), half, false, nullptr), mixed);
+}
+
+}  // namespace
+}  // namespace ork

@@ -98,6 +98,16 @@ std::string cpu_name() {
   return "unknown";
 }
 
+// The dispatcher's performance model in the JSON: the one --npu used, or
+// this machine's cached calibration (`ork calibrate`), or a note that there
+// is none yet.
+std::string perf_model_json(const NpuCli& npu, ThreadPool& pool) {
+  if (npu.engine() != nullptr) return {};  // npu_cli.json() carries it
+  auto cached = PerfModel::load(PerfModel::cache_path(pool.size()));
+  if (!cached.is_ok()) return ", \"perf_model\": {\"calibrated\": false, \"note\": \"run ork calibrate\"}";
+  return ", \"perf_model\": " + cached->json();
+}
+
 // --pair: decode with the NPU against the CPU alone doing the same CPU
 // work (i8s from their high plane), in turn within each repetition - the
 // order alternating, the bandwidth probed beside each - so that the ratio
@@ -260,7 +270,8 @@ int bench(BenchOptions& o) {
                 model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
                 static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes), used, f.median, f.min, f.max, b.min,
-                b.max, o.reps, (npu_cli.json(decode_stats, prefill_stats) + (o.profile ? profile_json(profile) : std::string())).c_str());
+                b.max, o.reps, (npu_cli.json(decode_stats, prefill_stats) + (o.profile ? profile_json(profile) : std::string()) +
+                             perf_model_json(npu_cli, pool)).c_str());
     if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
     return 0;
   }
