@@ -6,7 +6,7 @@
 #   4. the aarch64 cross build (g++-aarch64-linux-gnu) and its kernel tests
 #      on the NEON target under qemu-aarch64;
 #   5. a libFuzzer run of each reader of user input (GGUF, orkpack, tokenizer
-#      text, tier maps, importance matrices; clang), seeded with the regression
+#      text, tier maps, importance matrices, chat templates; clang), seeded with the regression
 #      corpora; a crash fails the run and leaves its input in build/fuzz/
 #      (add it to tests/fuzz/<target>_corpus/ to keep it as a test).
 # ORK_TEST_QUICK=1 skips steps 2 to 5. ORK_FUZZ_SECONDS sets the fuzz time
@@ -35,7 +35,7 @@ cmake --preset arm64 >/dev/null
 cmake --build --preset arm64 -j "$JOBS"
 ctest --preset arm64 -j "$JOBS"
 
-FUZZ_TARGETS="gguf orkpack tokenizer tier_map imatrix"
+FUZZ_TARGETS="gguf orkpack tokenizer tier_map imatrix chat_template"
 echo "== fuzzing every reader of user input (${FUZZ_TARGETS}) for ${ORK_FUZZ_SECONDS:-20}s each"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$JOBS" --target $(for t in $FUZZ_TARGETS; do printf '%s_fuzz ' "$t"; done)

@@ -39,7 +39,7 @@ void Dispatcher::set_npu(Engine* npu, const DispatchOptions& options) {
   unpin_all();
   npu_ = npu;
   options_ = options;
-  overlay_.configure(npu, options, options.device_cpu_gbps);
+  overlay_.configure(npu, options, &model(), options.device_cpu_gbps);
 }
 
 void Dispatcher::set_trace(Trace* trace) {
@@ -94,11 +94,11 @@ Status Dispatcher::wait_npu(const FencePtr& fence) {
 Status Dispatcher::matmul(const WeightView& w, const float* x, int n, float* y) {
   MatmulJob job = make_job(w, x, n, y);
   if (n == 1) {
-    const double cpu_us = overlay_.enabled() ? model().cpu_us(job.op, job.i8s_high_only) : 0.0;
+    const double cpu_us = overlay_.enabled() ? overlay_.cpu_us(w, job.i8s_high_only) : 0.0;
     int idx = -1;
     if (overlay_candidate(w, n)) {
-      if (overlay_.npu_free(1)) {
-        ORK_ASSIGN_OR_RETURN(idx, overlay_.open(w, x, y, overlay_.cpu_us(w)));
+      if (overlay_.npu_free(1) && overlay_.worth(w, cpu_us)) {
+        ORK_ASSIGN_OR_RETURN(idx, overlay_.open(w, x, y, cpu_us));
       } else {
         ++stats_.overlay_skipped;
       }
@@ -107,7 +107,7 @@ Status Dispatcher::matmul(const WeightView& w, const float* x, int n, float* y) 
     ORK_ASSIGN_OR_RETURN(FencePtr f, cpu_->submit(job));
     ORK_RETURN_IF_ERROR(Engine::wait(f));
     const Status resolved = overlay_.resolve(idx);
-    overlay_.finish(idx >= 0 ? overlay_.cpu_us(w) : cpu_us);
+    overlay_.finish(cpu_us);
     overlay_.add_counts(stats_);
     return resolved;
   }
@@ -193,10 +193,13 @@ Status Dispatcher::matmul_shared(std::span<const Output> outs, const float* x, i
     candidates = 0;
   }
   for (size_t i = 0; i < outs.size(); ++i) {
-    const bool overlaid = candidates > 0 && overlay_candidate(*outs[i].w, n);
-    cpu_us += overlay_.enabled() ? (overlaid ? overlay_.cpu_us(*outs[i].w) : model().cpu_us(jobs[i].op, jobs[i].i8s_high_only)) : 0.0;
-    if (overlaid) {
-      ORK_ASSIGN_OR_RETURN(idx[i], overlay_.open(*outs[i].w, x, outs[i].y, cpu_us));
+    cpu_us += overlay_.enabled() ? overlay_.cpu_us(*outs[i].w, jobs[i].i8s_high_only) : 0.0;
+    if (candidates > 0 && overlay_candidate(*outs[i].w, n)) {
+      if (overlay_.worth(*outs[i].w, cpu_us)) {
+        ORK_ASSIGN_OR_RETURN(idx[i], overlay_.open(*outs[i].w, x, outs[i].y, cpu_us));
+      } else {
+        ++stats_.overlay_skipped;
+      }
     }
     ++stats_.decode[static_cast<size_t>(idx[i] >= 0 ? Route::kOverlay : Route::kCpu)];
   }
@@ -281,8 +284,16 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
       down_idx(static_cast<size_t>(k), -1);
   // The CPU's modeled time through the first loop (to position p) and the second.
   double cpu_us = 0;
-  auto cpu_time = [&](const WeightView& w) {
-    return overlay_candidate(w, 1) ? overlay_.cpu_us(w) : model().cpu_us(MatmulOp::of(w, 1), job.i8s_high_only);
+  auto cpu_time = [&](const WeightView& w) { return overlay_.cpu_us(w, job.i8s_high_only); };
+  // An overlay job is opened only where it is predicted in time.
+  auto open_if_worth = [&](const WeightView& w, const float* in, int* idx) -> Status {
+    if (!overlay_candidate(w, 1)) return Status::ok();
+    if (!overlay_.worth(w, cpu_us)) {
+      ++stats_.overlay_skipped;
+      return Status::ok();
+    }
+    ORK_ASSIGN_OR_RETURN(*idx, overlay_.open_deferred(w, in, cpu_us));
+    return Status::ok();
   };
   std::atomic<bool> failed{false};
   Status first_error;
@@ -292,15 +303,11 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
   if (overlay) {
     for (int p = 0; p < k; ++p) {
       const size_t e = expert_at(p);
+      // The CPU engine's rows for position p are known when it resolves them.
       cpu_us += cpu_time(call.gate[e]);
-      if (overlay_candidate(call.gate[e], 1)) {
-        // The CPU engine's rows for position p are known when it resolves them.
-        ORK_ASSIGN_OR_RETURN(gate_idx[static_cast<size_t>(p)], overlay_.open_deferred(call.gate[e], call.x, cpu_us));
-      }
+      ORK_RETURN_IF_ERROR(open_if_worth(call.gate[e], call.x, &gate_idx[static_cast<size_t>(p)]));
       cpu_us += cpu_time(call.up[e]);
-      if (overlay_candidate(call.up[e], 1)) {
-        ORK_ASSIGN_OR_RETURN(up_idx[static_cast<size_t>(p)], overlay_.open_deferred(call.up[e], call.x, cpu_us));
-      }
+      ORK_RETURN_IF_ERROR(open_if_worth(call.up[e], call.x, &up_idx[static_cast<size_t>(p)]));
     }
     job.before_swiglu = [&](int p, float* gate, float* up) {
       keep(overlay_.resolve_into(gate_idx[static_cast<size_t>(p)], gate));
@@ -311,13 +318,7 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
       for (int p = 0; p < k; ++p) {
         const size_t e = expert_at(p);
         cpu_us += cpu_time(call.down[e]);
-        if (!overlay_candidate(call.down[e], 1)) continue;
-        auto i = overlay_.open_deferred(call.down[e], down_inputs + static_cast<size_t>(p) * call.n_ff, cpu_us);
-        if (i.is_ok()) {
-          down_idx[static_cast<size_t>(p)] = *i;
-        } else {
-          keep(i.status());
-        }
+        keep(open_if_worth(call.down[e], down_inputs + static_cast<size_t>(p) * call.n_ff, &down_idx[static_cast<size_t>(p)]));
       }
     };
     job.before_sum = [&](int p, float* out) { keep(overlay_.resolve_into(down_idx[static_cast<size_t>(p)], out)); };

@@ -1,12 +1,15 @@
 #include "dispatch/overlay.h"
 
+#include "dispatch/perf_model.h"
+
 #include <algorithm>
 
 namespace ork {
 
-void Overlay::configure(Engine* npu, const DispatchOptions& o, double cpu_gbps) {
+void Overlay::configure(Engine* npu, const DispatchOptions& o, const PerfModel* model, double cpu_gbps) {
   npu_ = npu;
   options_ = o;
+  model_ = model;
   cpu_gbps_ = cpu_gbps > 0 ? cpu_gbps : 20.0;
   jobs_.clear();
   cpu_now_us_ = npu_free_us_ = 0;
@@ -24,10 +27,22 @@ bool Overlay::npu_free(int jobs) const {
   return npu_->in_flight() == 0 && jobs <= std::min(options_.max_in_flight, npu_->max_in_flight());
 }
 
-double Overlay::cpu_us(const WeightView& w) const {
-  // The high plane: half a byte per weight, plus the row scales.
-  const double bytes = static_cast<double>(w.rows) * (static_cast<double>(w.k_stored) / 2.0 + 4.0);
+double Overlay::cpu_us(const WeightView& w, bool i8s_high_only) const {
+  const MatmulOp op = MatmulOp::of(w, 1);
+  if (options_.clock != OverlayClock::kVirtual && model_ != nullptr) return model_->cpu_us(op, i8s_high_only);
+  // The device's CPU streams the bytes it reads: for an i8s weight read by
+  // its high plane, half a byte per weight; plus the row scales.
+  const bool high = i8s_high_only && w.is_tier && w.tier == Tier::kI8s;
+  const double bytes = high ? static_cast<double>(w.rows) * (static_cast<double>(w.k_stored) / 2.0 + 4.0)
+                            : static_cast<double>(matrix_bytes(w));
   return bytes / (cpu_gbps_ * 1e3);
+}
+
+bool Overlay::worth(const WeightView& w, double cpu_us_before) const {
+  if (options_.clock == OverlayClock::kForced) return true;
+  const double start = std::max(cpu_now_us_, npu_free_us_);
+  const double device = npu_->predict_us(MatmulOp::of(w, 1));
+  return device >= 0 && start + device <= cpu_now_us_ + cpu_us_before;
 }
 
 bool Overlay::measuring() const { return options_.clock != OverlayClock::kWall; }

@@ -24,9 +24,10 @@ class PerfModel;
 
 class Overlay {
  public:
-  // The clock and, for the virtual one, the device's rates: the CPU's
-  // decode read rate (GB/s) and the NPU's predictions (Engine::predict_us).
-  void configure(Engine* npu, const DispatchOptions& o, double cpu_gbps);
+  // The clock and the rates it times with: the NPU's own predictions
+  // (Engine::predict_us) and, for the CPU, the performance model of this
+  // machine (wall clock) or the device's CPU read rate (virtual clock).
+  void configure(Engine* npu, const DispatchOptions& o, const PerfModel* model, double cpu_gbps);
   bool enabled() const { return npu_ != nullptr && options_.overlay; }
   // Whether the NPU can take a group of `jobs` more overlay jobs now.
   bool npu_free(int jobs) const;
@@ -50,8 +51,12 @@ class Overlay {
 
   // Counts since the last take: hits, misses.
   void add_counts(DispatchStats& s);
-  // The CPU's modeled time to read a weight's high plane (virtual clock).
-  double cpu_us(const WeightView& w) const;
+  // The CPU's modeled time for a matmul at M = 1 by the clock's rates.
+  double cpu_us(const WeightView& w, bool i8s_high_only) const;
+  // Whether the NPU, started now, is predicted to finish w's job before the
+  // consumer needs it `cpu_us_before` from now: a job that would miss only
+  // keeps the device busy, so it is not started (the forced clock starts all).
+  bool worth(const WeightView& w, double cpu_us_before) const;
 
  private:
   struct Job {
@@ -70,6 +75,7 @@ class Overlay {
 
   Engine* npu_ = nullptr;
   DispatchOptions options_;
+  const PerfModel* model_ = nullptr;
   double cpu_gbps_ = 20.0;
   std::deque<Job> jobs_;
   std::deque<std::vector<float>> buffers_;  // kept from token to token

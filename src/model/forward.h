@@ -16,6 +16,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -130,6 +131,12 @@ class Context {
 
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
+  // The KV cache's first n_past() positions (and `tokens`, what they hold)
+  // to a file, written safely; and back into a Context of the same model
+  // and kernels, whose n_past() it sets. Errors name the file and what
+  // does not match.
+  Status save_state(const std::string& path, std::span<const int32_t> tokens) const;
+  Result<std::vector<int32_t>> load_state(const std::string& path);
   // Forgets the cache from position `pos` on (0 = everything).
   void truncate(int pos) { n_past_ = pos < n_past_ ? pos : n_past_; }
 

@@ -234,6 +234,13 @@ MAKERS = {
     "duplicate_tiers": make_tiers("duplicate.tiers", "blk.0.attn_q.weight = i8\n\nblk.0.attn_q.weight = i4\n"),
     "vector_tiers": make_tiers("vector.tiers", "# norms stay f32\nblk.0.attn_norm.weight = i4\n"),
     "bad_tier_tiers": make_tiers("bad_tier.tiers", "blk.0.attn_q.weight = i3\n"),
+    "conv": make_tiers("conv.json", '[{"role": "user", "content": "Hi"}]'),
+    "conv_bad_json": make_tiers("bad.json", '[{"role": "user", "content": "Hi"'),
+    "conv_not_list": make_tiers("not_list.json", '{"messages": "Hi"}'),
+    "tmpl_unclosed": make_tiers("unclosed.jinja", "{% for m in messages %}\n{{ m.content }}\n"),
+    "tmpl_runaway": make_tiers("runaway.jinja", "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"),
+    "tmpl_deep": make_tiers("deep.jinja", "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}"),
+    "tmpl_raise": make_tiers("raise.jinja", "{{ raise_exception('Conversation roles must alternate') }}"),
 }
 
 

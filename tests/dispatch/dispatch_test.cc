@@ -214,6 +214,68 @@ TEST(DispatchOverlay, TheNpuMustBeFree) {
   EXPECT_EQ(d.stats().overlay_skipped, 1u);
 }
 
+// A device predicted to finish after the CPU needs its result is not
+// given the job (it would only be busy for the next one); one predicted in
+// time is, and its rows are used.
+TEST(DispatchOverlay, AJobPredictedLateIsNotStarted) {
+  class Predicting final : public Engine {
+   public:
+    class Done final : public Fence {
+     public:
+      bool done() const override { return true; }
+      Status wait() override { return Status::ok(); }
+    };
+    explicit Predicting(double us) : us_(us) {}
+    std::string name() const override { return "predicting"; }
+    Support supports(const MatmulOp&) const override { return Support::yes(); }
+    Status prepare(const MatmulOp&) override { return Status::ok(); }
+    Result<FencePtr> submit(const MatmulJob& job) override {
+      ++submitted;
+      std::fill_n(job.y, job.w.rows, 42.0f);  // a mark: these rows came from the device
+      return FencePtr(std::make_shared<Done>());
+    }
+    double predict_us(const MatmulOp&) const override { return us_; }
+    int submitted = 0;
+
+   private:
+    double us_;
+  };
+  const Weight w = make_weight(Tier::kI8s, 300, 256, 31);
+  const std::vector<float> x = make_acts(1, 256, 32);
+  DispatchOptions o;
+  o.clock = OverlayClock::kVirtual;
+  o.device_cpu_gbps = 20;  // the CPU reads the high plane (300 x 132 bytes) in about 2 us
+  {
+    Predicting slow(1000.0);
+    Dispatcher d;
+    d.set_npu(&slow, o);
+    EXPECT_EQ(run(d, w, x, 1), reference(w, x, 1, false, true));
+    EXPECT_EQ(slow.submitted, 0);
+    EXPECT_EQ(d.stats().overlay_skipped, 1u);
+    EXPECT_EQ(d.stats().overlay_hits + d.stats().overlay_misses, 0u);
+  }
+  {
+    Predicting fast(0.5);
+    Dispatcher d;
+    d.set_npu(&fast, o);
+    EXPECT_EQ(run(d, w, x, 1), std::vector<float>(300, 42.0f));
+    EXPECT_EQ(fast.submitted, 1);
+    EXPECT_EQ(d.stats().overlay_hits, 1u);
+    EXPECT_EQ(d.stats().overlay_skipped, 0u);
+  }
+  {
+    // The forced clock starts every job, whatever is predicted.
+    Predicting slow(1000.0);
+    o.clock = OverlayClock::kForced;
+    o.hit_rate = 0.0;
+    Dispatcher d;
+    d.set_npu(&slow, o);
+    EXPECT_EQ(run(d, w, x, 1), reference(w, x, 1, false, true));
+    EXPECT_EQ(slow.submitted, 1);
+    EXPECT_EQ(d.stats().overlay_misses, 1u);
+  }
+}
+
 TEST(DispatchErrors, ADeviceErrorIsAnErrorNeverASilentFallback) {
   const Weight w = make_weight(Tier::kI8, 96, 64, 21);
   const std::vector<float> x = make_acts(8, 64, 22);

@@ -19,10 +19,24 @@ extern "C" const unsigned char ork_builtin_model_end[];
 
 namespace ork::cli {
 
-Result<std::unique_ptr<Model>> load_builtin_model() {
+namespace {
+
+void announce() {
   std::fprintf(stderr,
                "ork: no model given (-m): using the built-in stories260K, a 260K-parameter Llama trained on "
                "TinyStories\n     (karpathy/tinyllamas, MIT licence). Pass -m model.gguf to run your own.\n");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<api::LoadedModel>> load_builtin_api_model() {
+  announce();
+  return api::LoadedModel::from_bytes(std::vector<uint8_t>(ork_builtin_model_begin, ork_builtin_model_end),
+                                      kBuiltinModelName);
+}
+
+Result<std::unique_ptr<Model>> load_builtin_model() {
+  announce();
   std::vector<uint8_t> bytes(ork_builtin_model_begin, ork_builtin_model_end);
   ORK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::parse(MappedFile::from_bytes(std::move(bytes), kBuiltinModelName)));
   return Model::load(std::move(gguf));

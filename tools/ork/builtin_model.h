@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "model/model.h"
+#include "ork/ork.hpp"
 
 namespace ork::cli {
 
@@ -14,5 +15,7 @@ inline constexpr const char* kBuiltinModelName = "<built-in stories260K>";
 
 // Loads the built-in model and says on stderr which model it is.
 Result<std::unique_ptr<Model>> load_builtin_model();
+// The same through the public API.
+Result<std::unique_ptr<api::LoadedModel>> load_builtin_api_model();
 
 }  // namespace ork::cli

@@ -17,6 +17,7 @@ Runner add_ppl(CLI::App& app);
 Runner add_imatrix(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_calibrate(CLI::App& app);
+Runner add_template(CLI::App& app);
 
 // Checks for integer options whose errors name the range (CLI11's
 // PositiveNumber says "Value 0 not in range 0.000000 to 1.79...e+308").

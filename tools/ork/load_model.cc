@@ -51,6 +51,18 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap) {
   return model;
 }
 
+Result<std::unique_ptr<api::LoadedModel>> load_api_model(const std::string& path, bool mmap) {
+  api::ModelOptions o;
+  o.mmap = mmap;
+  auto model = api::LoadedModel::load(path, o);
+  if (model.is_ok() && !mmap && !(*model)->resident()) {
+    std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n",
+                 path.c_str());
+  }
+  if (model.is_ok()) note_reference_matrices((*model)->internal());
+  return model;
+}
+
 Status check_context(const Model& model, int n_ctx, int n_batch, bool fast_kernels) {
   const ModelConfig& c = model.config();
   if (n_ctx > c.n_ctx_train) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "ork/ork.hpp"
 
 namespace ork::cli {
 
@@ -16,6 +17,9 @@ void add_mmap_flag(CLI::App& app, bool& mmap);
 // Model::load, resident unless `mmap`; says on stderr when a file that was
 // to be read into memory had to be mapped because it does not fit.
 Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap);
+// The same through the public API (what run, chat and serve use), with the
+// same notes on stderr.
+Result<std::unique_ptr<api::LoadedModel>> load_api_model(const std::string& path, bool mmap);
 
 // Checks a context of n_ctx positions (batches of up to n_batch tokens)
 // before it is made: past the model's trained context is a warning on

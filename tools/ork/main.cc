@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   add("bench", "Prefill and decode speed beside the machine's measured read bandwidth", ork::cli::add_bench);
   add("ppl", "Perplexity, and KL divergence / top-1 / RMS delta-p against a reference", ork::cli::add_ppl);
   add("synth", "Write a synthetic model (random weights) of any supported architecture", ork::cli::add_synth);
+  add("template", "Render a chat template for a conversation (a .jinja file or a model's own)", ork::cli::add_template);
   add("calibrate", "Measure the CPU for the dispatcher's performance model (cached; --show prints it)",
       ork::cli::add_calibrate);
   std::vector<std::string> names;

@@ -2,6 +2,8 @@
 
 #include "commands.h"
 
+#include <algorithm>
+
 #include "core/output_file.h"
 #include "core/thread_pool.h"
 #include "text_input.h"
@@ -112,7 +114,15 @@ void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchS
     std::fprintf(out, "dispatch model   prefill matmuls: routed %.2f ms, CPU alone %.2f ms, NPU alone %.2f ms (modeled)\n",
                  prefill.modeled_routed_us / 1e3, prefill.modeled_cpu_us / 1e3, prefill.modeled_npu_us / 1e3);
   }
-  for (const DispatchStats::Choice& c : prefill.choices) {
+  // The most frequent shapes' choices (a MoE has one per expert size).
+  std::vector<DispatchStats::Choice> choices = prefill.choices;
+  std::stable_sort(choices.begin(), choices.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
+  constexpr size_t kShown = 12;
+  if (choices.size() > kShown) {
+    std::fprintf(out, "  (the %zu most frequent of %zu prefill shapes)\n", kShown, choices.size());
+    choices.resize(kShown);
+  }
+  for (const DispatchStats::Choice& c : choices) {
     std::fprintf(out, "  prefill %-4s M=%-4lld K=%-5lld N=%-6lld x%-5llu -> %-5s%s  cpu %.1f us, npu %.1f us, routed %.1f us (modeled)\n",
                  std::string(tier_name(c.tier)).c_str(), static_cast<long long>(c.m), static_cast<long long>(c.k),
                  static_cast<long long>(c.n), static_cast<unsigned long long>(c.count), route_name(c.route),
@@ -120,7 +130,7 @@ void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchS
                  c.npu_us, c.routed_us);
   }
   std::fprintf(out, "dispatch decode  %s; overlay %llu hits, %llu misses (hit rate %.1f %%, %s clock), %llu skipped "
-                    "(NPU busy)\n",
+                    "(NPU busy, or predicted late)\n",
                routes(decode.decode).c_str(), static_cast<unsigned long long>(decode.overlay_hits),
                static_cast<unsigned long long>(decode.overlay_misses), 100.0 * decode.hit_rate(), clock_name(options_),
                static_cast<unsigned long long>(decode.overlay_skipped));

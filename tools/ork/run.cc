@@ -15,9 +15,7 @@
 #include "core/escape.h"
 #include "core/thread_pool.h"
 #include "model/forward.h"
-#include "model/sampler.h"
-#include "model/tokenizer/tokenizer.h"
-#include "model/tokenizer/unicode.h"
+#include "ork/ork.hpp"
 
 namespace ork::cli {
 namespace {
@@ -35,52 +33,32 @@ struct RunOptions {
   NpuCli npu;
   bool stats = false;
   bool profile = false;
-  SamplerParams sampling;
-};
-
-// Writes text as it arrives, holding back an incomplete UTF-8 sequence so
-// a character split across byte tokens is never printed half.
-class Streamer {
- public:
-  void write(const std::string& piece) {
-    pending_ += piece;
-    size_t complete = 0;
-    while (complete < pending_.size()) {
-      const size_t n = unicode::utf8_len(static_cast<uint8_t>(pending_[complete]));
-      if (complete + n > pending_.size()) break;
-      complete += n;
-    }
-    // Token pieces come from the model file: no control sequence of theirs
-    // reaches the terminal (newlines and tabs do).
-    const std::string safe = escape_stream_text(std::string_view(pending_).substr(0, complete));
-    std::fwrite(safe.data(), 1, safe.size(), stdout);
-    std::fflush(stdout);
-    pending_.erase(0, complete);
-  }
-  void finish() {
-    const std::string safe = escape_stream_text(pending_);
-    std::fwrite(safe.data(), 1, safe.size(), stdout);
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
-  }
-
- private:
-  std::string pending_;
+  api::SamplerOptions sampling;
+  std::vector<std::string> stop;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Result<std::unique_ptr<Model>> load_or_builtin(const std::string& path, bool mmap) {
-  if (!path.empty()) return load_model(path, mmap);
-  return load_builtin_model();
+// Token pieces come from the model file: no control sequence of theirs
+// reaches the terminal (newlines and tabs do).
+void print(std::string_view text) {
+  const std::string safe = escape_stream_text(text);
+  std::fwrite(safe.data(), 1, safe.size(), stdout);
+  std::fflush(stdout);
+}
+
+const char* stop_message(const std::string& reason) {
+  if (reason == "eos") return "end of text";
+  if (reason == "context") return "context full";
+  if (reason == "stop") return "a stop string";
+  return "reached -n";
 }
 
 void print_stats(const Model& model, const Context::MoeStats& s, const Context::MoeStats& before_gen, int generated);
 
 int run(RunOptions& opt) {
-  if (opt.threads > 0) ThreadPool::set_default_threads(opt.threads);
   std::string prompt = opt.prompt;
   if (!opt.prompt_file.empty()) {
     std::ifstream in(opt.prompt_file, std::ios::binary);
@@ -88,84 +66,76 @@ int run(RunOptions& opt) {
     prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   if (opt.model.empty() && prompt.empty()) prompt = "Once upon a time";
+  if (opt.threads > 0) ThreadPool::set_default_threads(opt.threads);
 
   const auto t_load = std::chrono::steady_clock::now();
-  auto model = load_or_builtin(opt.model, opt.mmap);
-  if (!model.is_ok()) return fail(model.status().to_string());
-  auto tokenizer = Tokenizer::from_gguf((*model)->gguf());
-  if (!tokenizer.is_ok()) return fail(tokenizer.status().to_string());
-  const ModelConfig& c = (*model)->config();
-  const Tokenizer& tok = **tokenizer;
-  if (tok.n_vocab() != c.n_vocab) {
-    return fail(fmt::format("{}: the vocabulary has {} tokens but token_embd has {} rows", (*model)->path(),
-                            tok.n_vocab(), c.n_vocab));
-  }
+  auto loaded = opt.model.empty() ? load_builtin_api_model() : load_api_model(opt.model, opt.mmap);
+  if (!loaded.is_ok()) return fail(loaded.status().to_string());
+  api::LoadedModel& model = **loaded;
+  const ModelConfig& c = model.internal().config();
   std::fprintf(stderr, "ork: %s: %s, %d layers, n_embd %d, %d heads (%d KV), vocab %d, %.1f MiB of weights (%.2fs)\n",
-               (*model)->path().c_str(), c.arch->name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab,
-               static_cast<double>((*model)->weight_bytes()) / (1 << 20), seconds_since(t_load));
+               model.path().c_str(), c.arch->name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab,
+               static_cast<double>(model.weight_bytes()) / (1 << 20), seconds_since(t_load));
 
-  std::vector<int32_t> prompt_ids = tok.encode(prompt, /*add_special=*/true, /*parse_special=*/true);
-  if (prompt_ids.empty()) prompt_ids.push_back(tok.bos() >= 0 ? tok.bos() : 0);
+  std::vector<int32_t> prompt_ids = model.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (prompt_ids.empty()) prompt_ids.push_back(model.bos() >= 0 ? model.bos() : 0);
   const int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(c.n_ctx_train, 4096);
-  if (Status st = check_context(**model, n_ctx, static_cast<int>(prompt_ids.size())); !st.is_ok()) {
+  if (Status st = check_context(model.internal(), n_ctx, static_cast<int>(prompt_ids.size())); !st.is_ok()) {
     return fail(st.to_string());
   }
   if (static_cast<int>(prompt_ids.size()) >= n_ctx) {
     return fail(fmt::format("the prompt is {} tokens; the context (-c) holds {}", prompt_ids.size(), n_ctx));
   }
 
-  SamplerParams sp = opt.sampling;
+  api::SamplerOptions sp = opt.sampling;
   sp.seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed) : std::random_device{}();
   std::fprintf(stderr, "ork: sampling: temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat-penalty %.2f, seed %llu\n",
                sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty,
                static_cast<unsigned long long>(sp.seed));
-  Sampler sampler(sp);
-  for (int32_t id : prompt_ids) sampler.accept(id);
+  auto sampler = api::Sampler::create(sp);
+  if (!sampler.is_ok()) return fail(sampler.status().to_string());
 
   NpuCli& npu_cli = opt.npu;
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
-  Context ctx(**model, n_ctx);
+  api::SessionOptions so;
+  so.n_ctx = n_ctx;
+  auto session = api::Session::create(model, so);
+  if (!session.is_ok()) return fail(session.status().to_string());
+  Context& ctx = (*session)->context();
   npu_cli.attach(ctx);
-  Streamer out;
-  out.write(prompt);
+  print(prompt);
 
-  const auto t_prompt = std::chrono::steady_clock::now();
-  std::vector<float> logits;
-  if (Status st = ctx.eval(prompt_ids, logits); !st.is_ok()) return fail(st.to_string());
-  const double prompt_s = seconds_since(t_prompt);
-  const DispatchStats prefill_stats = ctx.dispatch_stats();
-  ctx.reset_dispatch_stats();
-
-  const Context::MoeStats prompt_stats = ctx.moe_stats();
+  // The prompt's routing and expert use apart from generation's; the
+  // profile covers generation alone.
+  DispatchStats prefill_stats;
+  Context::MoeStats prompt_stats;
   Context::Profile profile;
-  if (opt.profile) ctx.set_profile(&profile);
-  const auto t_gen = std::chrono::steady_clock::now();
-  int generated = 0;
-  const char* stop = "reached -n";
-  while (generated < opt.n_predict) {
-    const int32_t id = sampler.sample(logits);
-    ++generated;
-    if (!opt.ignore_eos && tok.is_end_of_generation(id)) {
-      stop = "end of text";
-      break;
-    }
-    out.write(tok.piece(id));
-    if (ctx.n_past() >= n_ctx) {
-      stop = "context full";
-      break;
-    }
-    if (generated == opt.n_predict) break;
-    if (Status st = ctx.eval(std::span<const int32_t>(&id, 1), logits); !st.is_ok()) return fail(st.to_string());
-  }
-  out.finish();
-  const double gen_s = seconds_since(t_gen);
+  api::GenerateOptions go;
+  go.max_tokens = opt.n_predict;
+  go.ignore_eos = opt.ignore_eos;
+  go.stop = opt.stop;
+  go.after_prompt = [&] {
+    prefill_stats = ctx.dispatch_stats();
+    ctx.reset_dispatch_stats();
+    prompt_stats = ctx.moe_stats();
+    if (opt.profile) ctx.set_profile(&profile);
+  };
+  auto result = (*session)->generate(prompt_ids, **sampler, go, [](std::string_view text) {
+    print(text);
+    return true;
+  });
+  if (!result.is_ok()) return fail(result.status().to_string());
+  print("\n");
   ctx.set_profile(nullptr);
-  std::fprintf(stderr, "\nork: stopped: %s\n", stop);
-  std::fprintf(stderr, "ork: prompt:     %5zu tokens in %8.2f ms (%8.2f tok/s)\n", prompt_ids.size(), prompt_s * 1e3,
-               static_cast<double>(prompt_ids.size()) / prompt_s);
-  std::fprintf(stderr, "ork: generation: %5d tokens in %8.2f ms (%8.2f tok/s)\n", generated, gen_s * 1e3,
-               generated / gen_s);
-  if (opt.stats) print_stats(**model, ctx.moe_stats(), prompt_stats, generated);
+  const api::GenerateResult& r = *result;
+  // (An end of text counts as a generated token here, as it always has.)
+  const int generated = r.generated_tokens + (r.stop_reason == "eos" ? 1 : 0);
+  std::fprintf(stderr, "\nork: stopped: %s\n", stop_message(r.stop_reason));
+  std::fprintf(stderr, "ork: prompt:     %5zu tokens in %8.2f ms (%8.2f tok/s)\n", prompt_ids.size(), r.prompt_seconds * 1e3,
+               static_cast<double>(prompt_ids.size()) / r.prompt_seconds);
+  std::fprintf(stderr, "ork: generation: %5d tokens in %8.2f ms (%8.2f tok/s)\n", generated, r.generate_seconds * 1e3,
+               generated / r.generate_seconds);
+  if (opt.stats) print_stats(model.internal(), ctx.moe_stats(), prompt_stats, generated);
   if (opt.profile) print_profile(stderr, profile, 0.0);
   npu_cli.report(stderr, ctx.dispatch_stats(), prefill_stats);
   ctx.set_npu(nullptr);
@@ -240,6 +210,7 @@ Runner add_run(CLI::App& app) {
       ->check(token_count());
   app.add_option("-s,--seed", opt->seed, "Random seed (default: random, printed)");
   app.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-text token");
+  app.add_option("-r,--reverse-prompt,--stop", opt->stop, "Stop before this text (repeatable)");
   app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(thread_count());
   add_mmap_flag(app, opt->mmap);
   opt->npu.add_options(app);

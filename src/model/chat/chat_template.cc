@@ -6,8 +6,9 @@
 namespace ork {
 namespace {
 
-jinja::Value from_json(const nlohmann::ordered_json& j) {
+jinja::Value from_json(const nlohmann::ordered_json& j, int depth = 0) {
   using jinja::Value;
+  if (depth > 128) throw jinja::TemplateError{"the conversation is nested more than 128 levels deep"};
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return Value::none();
     case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
@@ -17,12 +18,12 @@ jinja::Value from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       jinja::List items;
-      for (const auto& x : j) items.push_back(from_json(x));
+      for (const auto& x : j) items.push_back(from_json(x, depth + 1));
       return Value::list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       jinja::Dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.emplace_back(Value(it.key()), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) d.emplace_back(Value(it.key()), from_json(it.value(), depth + 1));
       return Value::dict(std::move(d));
     }
     default: return Value::undefined();
@@ -58,17 +59,17 @@ ChatTemplate ChatTemplate::chatml() { return std::move(parse(kChatML, "chatml (b
 
 Result<std::string> ChatTemplate::render(const Inputs& in) const {
   if (!program_) return error(StatusCode::kInternal, "chat template {}: not parsed", name_);
-  std::map<std::string, jinja::Value> vars;
-  vars["messages"] = from_json(in.messages);
-  vars["tools"] = in.tools.is_null() ? jinja::Value::none() : from_json(in.tools);
-  vars["documents"] = jinja::Value::none();
-  vars["add_generation_prompt"] = jinja::Value(in.add_generation_prompt);
-  if (in.vars.is_object()) {
-    for (auto it = in.vars.begin(); it != in.vars.end(); ++it) vars[it.key()] = from_json(it.value());
-  }
   jinja::RenderOptions o;
   o.now = in.now;
   try {
+    std::map<std::string, jinja::Value> vars;
+    vars["messages"] = from_json(in.messages);
+    vars["tools"] = in.tools.is_null() ? jinja::Value::none() : from_json(in.tools);
+    vars["documents"] = jinja::Value::none();
+    vars["add_generation_prompt"] = jinja::Value(in.add_generation_prompt);
+    if (in.vars.is_object()) {
+      for (auto it = in.vars.begin(); it != in.vars.end(); ++it) vars[it.key()] = from_json(it.value());
+    }
     return jinja::render(*program_, vars, o);
   } catch (const jinja::TemplateError& e) {
     if (e.raised) return error(StatusCode::kInvalidArgument, "{}", e.message);

@@ -12,7 +12,8 @@ namespace {
 
 [[noreturn]] void type_error(const std::string& what) { throw TemplateError{what}; }
 
-const Value& arg(const Args& a, size_t i, const char* name, const Value& fallback) {
+// By value: a fallback is often a temporary.
+Value arg(const Args& a, size_t i, const char* name, const Value& fallback) {
   const Value* v = a.get(i, name);
   return v != nullptr ? *v : fallback;
 }
@@ -35,7 +36,8 @@ std::string strip(const std::string& s, const Value& chars, bool left, bool righ
   std::set<std::string> set;
   const bool ws = chars.is_none() || chars.is_undefined();
   if (!ws) {
-    for (std::string_view c : unicode::split_chars(chars.to_str())) set.insert(std::string(c));
+    const std::string text = chars.to_str();  // split_chars views into it
+    for (std::string_view c : unicode::split_chars(text)) set.insert(std::string(c));
   }
   auto strippable = [&](std::string_view c) { return ws ? (c.size() == 1 && is_ws(c[0])) : set.count(std::string(c)) > 0; };
   size_t a = 0, b = cs.size();
@@ -214,10 +216,10 @@ Value sorted(List items, bool reverse, bool case_sensitive, const std::string& a
 
 Value tojson(const Value& v, const Args& a) {
   const Value none = Value::none();
-  const Value& indent = arg(a, 0, "indent", none);
-  const Value& ascii = arg(a, 1000, "ensure_ascii", Value(false));
-  const Value& sort_keys = arg(a, 1000, "sort_keys", Value(false));
-  const Value& separators = arg(a, 1000, "separators", none);
+  const Value indent = arg(a, 0, "indent", none);
+  const Value ascii = arg(a, 1000, "ensure_ascii", Value(false));
+  const Value sort_keys = arg(a, 1000, "sort_keys", Value(false));
+  const Value separators = arg(a, 1000, "separators", none);
   const int n = indent.is_none() || indent.is_undefined() ? -1 : static_cast<int>(indent.as_int());
   std::string item_sep = n >= 0 ? "," : ", ", key_sep = ": ";
   if (separators.is_sequence() && separators.items().size() == 2) {
@@ -262,7 +264,7 @@ bool has_filter(const std::string& n) {
 Value apply_filter(const std::string& n, const Value& v, const Args& a, const GetAttr& getattr) {
   const Value none = Value::none();
   if (n == "default" || n == "d") {
-    const Value& dflt = arg(a, 0, "default_value", Value(""));
+    const Value dflt = arg(a, 0, "default_value", Value(""));
     const bool boolean = arg(a, 1, "boolean", Value(false)).truthy();
     return v.is_undefined() || (boolean && !v.truthy()) ? dflt : v;
   }
@@ -411,7 +413,7 @@ Value apply_filter(const std::string& n, const Value& v, const Args& a, const Ge
   }
   if (n == "join") {
     const std::string sep = arg(a, 0, "d", Value("")).to_str();
-    const Value& attr = arg(a, 1, "attribute", none);
+    const Value attr = arg(a, 1, "attribute", none);
     std::string out;
     for (size_t i = 0; i < items.size(); ++i) {
       if (i) out += sep;
@@ -447,7 +449,7 @@ Value apply_filter(const std::string& n, const Value& v, const Args& a, const Ge
   if (n == "unique") {
     List out;
     const bool case_sensitive = arg(a, 0, "case_sensitive", Value(false)).truthy();
-    const Value& attr = arg(a, 1, "attribute", none);
+    const Value attr = arg(a, 1, "attribute", none);
     std::vector<Value> seen;
     for (const Value& item : items) {
       Value key = attr.is_none() ? item : attribute_of(item, attr.to_str(), getattr);
@@ -460,13 +462,13 @@ Value apply_filter(const std::string& n, const Value& v, const Args& a, const Ge
     return Value::generator(std::move(out));
   }
   if (n == "sort") {
-    const Value& attr = arg(a, 2, "attribute", none);
+    const Value attr = arg(a, 2, "attribute", none);
     return sorted(items, arg(a, 0, "reverse", Value(false)).truthy(), arg(a, 1, "case_sensitive", Value(false)).truthy(),
                   attr.is_none() ? std::string() : attr.to_str(), getattr);
   }
   if (n == "sum") {
     Value total = arg(a, 1, "start", Value(0));
-    const Value& attr = arg(a, 0, "attribute", none);
+    const Value attr = arg(a, 0, "attribute", none);
     for (const Value& item : items) {
       const Value x = attr.is_none() ? item : attribute_of(item, attr.to_str(), getattr);
       if (!x.is_number() || !total.is_number()) type_error("unsupported operand type(s) for +");
@@ -517,7 +519,7 @@ bool has_test(const std::string& n) {
 
 bool apply_test(const std::string& n, const Value& v, const Args& a) {
   const Value none = Value::none();
-  const Value& other = arg(a, 0, "value", none);
+  const Value other = arg(a, 0, "value", none);
   if (n == "defined") return !v.is_undefined();
   if (n == "undefined") return v.is_undefined();
   if (n == "none") return v.is_none();
@@ -584,7 +586,7 @@ Value method_of(const Value& self, const std::string& name) {
     if (name == "split" || name == "rsplit") {
       return bind([s, name](const Args& a) {
         const Value n = Value::none();
-        const Value& sep = arg(a, 0, "sep", n);
+        const Value sep = arg(a, 0, "sep", n);
         const int64_t maxsplit = arg(a, 1, "maxsplit", Value(-1)).as_int();
         if (name == "split" || maxsplit < 0) return Value::list(split(s, sep, maxsplit));
         // rsplit with a limit: split the reversed pieces from the right.

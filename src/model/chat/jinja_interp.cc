@@ -105,8 +105,14 @@ class Interpreter {
     for (const StmtPtr& s : body) exec(*s, out);
   }
 
+  void step() {
+    if (++steps_ > options_.max_steps) throw TemplateError{"the template ran past its step limit (a loop too long?)"};
+  }
+
   void exec(const Stmt& s, std::string& out) {
     line_ = s.line;
+    step();
+    if (out.size() > options_.max_output) throw TemplateError{"the template's output passed its size limit"};
     switch (s.kind) {
       case Stmt::Kind::kText: out += s.text; return;
       case Stmt::Kind::kOutput: {
@@ -263,6 +269,12 @@ class Interpreter {
     assign(s.name, Value::function(s.name, [this, m](const Args& a) {
       // A macro sees the template's top-level variables as they are when it
       // is called, and its own sets stay local.
+      if (depth_ >= options_.max_depth) throw TemplateError{"macros nested too deeply (recursion without an end?)"};
+      ++depth_;
+      struct Depth {
+        int* d;
+        ~Depth() { --*d; }
+      } depth_guard{&depth_};
       std::vector<Frame> saved;
       saved.swap(frames_);
       frames_.push_back(saved.front());
@@ -300,6 +312,7 @@ class Interpreter {
   // ---- expressions
   Value eval(const Expr& e) {
     line_ = e.line;
+    step();
     switch (e.kind) {
       case Expr::Kind::kLiteral: return e.value;
       case Expr::Kind::kName: return lookup(e.name);
@@ -648,6 +661,8 @@ class Interpreter {
   std::vector<Frame> frames_;
   std::map<std::string, Value> globals_;
   int line_ = 0;
+  int64_t steps_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -17,6 +17,13 @@ namespace ork::jinja {
 struct RenderOptions {
   // strftime_now()'s time (unset: now, local time).
   std::optional<std::tm> now;
+  // Limits, so that no template can hang or exhaust the process: steps
+  // (statements executed: every reference case of ../shared/testdata/
+  // templates takes under 20 000; a million is about 2 s), output bytes,
+  // macro depth.
+  int64_t max_steps = 1'000'000;
+  size_t max_output = size_t{64} << 20;
+  int max_depth = 200;
 };
 
 // Throws TemplateError: raised by the template (raise_exception, `raised`

@@ -52,11 +52,16 @@ class Parser {
   // ---- statements
   // Statements up to a block tag whose keyword is one of `ends` (left unconsumed).
   Body statements(std::initializer_list<const char*> ends) {
+    if (++depth_ > kMaxDepth) fail("blocks nested too deeply");
+    struct Leave {
+      int* d;
+      ~Leave() { --*d; }
+    } leave{&depth_};
     Body body;
     for (;;) {
       const Token& tok = peek();
       if (tok.kind == K::kEnd) {
-        if (ends.size() > 0) fail(std::string("unexpected end of template: a block is not closed ('") + *ends.begin() + "')");
+        if (ends.size() > 0) fail(std::string("unexpected end of template: a block is not closed ({% ") + *(ends.end() - 1) + " %} expected)");
         return body;
       }
       if (tok.kind == K::kText) {
@@ -239,6 +244,12 @@ class Parser {
   }
 
   ExprPtr expression(bool conditional = true) {
+    // Nesting is bounded so that no template can overflow the stack.
+    if (++depth_ > kMaxDepth) fail("expressions nested too deeply");
+    struct Leave {
+      int* d;
+      ~Leave() { --*d; }
+    } leave{&depth_};
     ExprPtr e = or_expr();
     if (!conditional) return e;
     while (at_name("if")) {
@@ -282,6 +293,11 @@ class Parser {
 
   ExprPtr not_expr() {
     if (at_name("not")) {
+      if (++depth_ > kMaxDepth) fail("expressions nested too deeply");
+      struct Leave {
+        int* d;
+        ~Leave() { --*d; }
+      } leave{&depth_};
       auto n = make(Expr::Kind::kUnary, next().line);
       n->name = "not";
       n->kids.push_back(not_expr());
@@ -341,6 +357,11 @@ class Parser {
   ExprPtr unary(bool with_filter) {
     ExprPtr e;
     if (at_op("-") || at_op("+")) {
+      if (++depth_ > kMaxDepth) fail("expressions nested too deeply");
+      struct Leave {
+        int* d;
+        ~Leave() { --*d; }
+      } leave{&depth_};
       auto n = make(Expr::Kind::kUnary, peek().line);
       n->name = next().text;
       n->kids.push_back(unary(false));
@@ -542,8 +563,10 @@ class Parser {
     fail("unexpected '" + describe(t) + "' in an expression");
   }
 
+  static constexpr int kMaxDepth = 200;
   std::vector<Token> t_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

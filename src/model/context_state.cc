@@ -1,0 +1,105 @@
+// A Context's KV cache saved to a file and read back (ork chat's /save and
+// /load): the positions in use, per layer and KV head, as the kernels keep
+// them (f16 on the fast path, f32 on the reference path).
+#include <cstring>
+#include <fstream>
+
+#include "core/output_file.h"
+#include "model/forward.h"
+
+namespace ork {
+namespace {
+
+constexpr char kMagic[8] = {'O', 'R', 'K', 'S', 'E', 'S', 'S', '1'};
+
+struct StateHeader {
+  char magic[8];
+  uint32_t n_layer, n_head_kv, head_dim, n_vocab;
+  uint32_t fast, n_past, n_tokens, reserved;
+};
+
+}  // namespace
+
+Status Context::save_state(const std::string& path, std::span<const int32_t> tokens) const {
+  StateHeader h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.n_layer = static_cast<uint32_t>(c_.n_layer);
+  h.n_head_kv = static_cast<uint32_t>(c_.n_head_kv);
+  h.head_dim = static_cast<uint32_t>(c_.head_dim);
+  h.n_vocab = static_cast<uint32_t>(c_.n_vocab);
+  h.fast = fast_kernels() ? 1 : 0;
+  h.n_past = static_cast<uint32_t>(n_past_);
+  h.n_tokens = static_cast<uint32_t>(tokens.size());
+  ORK_ASSIGN_OR_RETURN(OutputFile f, OutputFile::create(path));
+  ORK_RETURN_IF_ERROR(f.write(&h, sizeof h));
+  ORK_RETURN_IF_ERROR(f.write(tokens.data(), tokens.size() * 4));
+  const size_t hd = static_cast<size_t>(c_.head_dim), kv = static_cast<size_t>(c_.kv_dim());
+  for (int l = 0; l < c_.n_layer; ++l) {
+    for (int which = 0; which < 2; ++which) {
+      if (fast_kernels()) {
+        const std::vector<uint16_t>& cache = which == 0 ? k_cache16_ : v_cache16_;
+        for (int h2 = 0; h2 < c_.n_head_kv && !cache.empty(); ++h2) {
+          const size_t at = ((static_cast<size_t>(l) * c_.n_head_kv + h2) * n_ctx_) * hd;
+          ORK_RETURN_IF_ERROR(f.write(&cache[at], static_cast<size_t>(n_past_) * hd * 2));
+        }
+      } else if (!(which == 0 ? k_cache_ : v_cache_).empty()) {
+        const std::vector<float>& cache = which == 0 ? k_cache_ : v_cache_;
+        ORK_RETURN_IF_ERROR(f.write(&cache[static_cast<size_t>(l) * n_ctx_ * kv], static_cast<size_t>(n_past_) * kv * 4));
+      }
+    }
+  }
+  return f.commit();
+}
+
+Result<std::vector<int32_t>> Context::load_state(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return error(StatusCode::kIo, "{}: cannot read", path);
+  StateHeader h{};
+  in.read(reinterpret_cast<char*>(&h), sizeof h);
+  if (!in || std::memcmp(h.magic, kMagic, 8) != 0) return error(StatusCode::kCorrupt, "{}: not an ork session file", path);
+  if (h.n_layer != static_cast<uint32_t>(c_.n_layer) || h.n_head_kv != static_cast<uint32_t>(c_.n_head_kv) ||
+      h.head_dim != static_cast<uint32_t>(c_.head_dim) || h.n_vocab != static_cast<uint32_t>(c_.n_vocab)) {
+    return error(StatusCode::kInvalidArgument, "{}: saved for another model ({} layers, {} KV heads of {}, vocab {})",
+                 path, h.n_layer, h.n_head_kv, h.head_dim, h.n_vocab);
+  }
+  if ((h.fast != 0) != fast_kernels()) {
+    return error(StatusCode::kInvalidArgument, "{}: saved on the {} kernels; this session runs the {}", path,
+                 h.fast ? "fast" : "reference", fast_kernels() ? "fast" : "reference");
+  }
+  if (static_cast<int>(h.n_past) > n_ctx_ || h.n_tokens != h.n_past) {
+    return error(StatusCode::kInvalidArgument, "{}: {} positions do not fit this session's context of {}", path, h.n_past,
+                 n_ctx_);
+  }
+  std::vector<int32_t> tokens(h.n_tokens);
+  in.read(reinterpret_cast<char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 4));
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= c_.n_vocab) return error(StatusCode::kCorrupt, "{}: token {} is outside the vocabulary", path, t);
+  }
+  resize_scratch(1);
+  // The cache is overwritten from here: a load that fails leaves it empty.
+  n_past_ = 0;
+  const size_t hd = static_cast<size_t>(c_.head_dim), kv = static_cast<size_t>(c_.kv_dim());
+  for (int l = 0; l < c_.n_layer && in; ++l) {
+    for (int which = 0; which < 2; ++which) {
+      if (fast_kernels()) {
+        std::vector<uint16_t>& cache = which == 0 ? k_cache16_ : v_cache16_;
+        for (int h2 = 0; h2 < c_.n_head_kv; ++h2) {
+          const size_t at = ((static_cast<size_t>(l) * c_.n_head_kv + h2) * n_ctx_) * hd;
+          in.read(reinterpret_cast<char*>(&cache[at]), static_cast<std::streamsize>(h.n_past * hd * 2));
+        }
+      } else {
+        std::vector<float>& cache = which == 0 ? k_cache_ : v_cache_;
+        in.read(reinterpret_cast<char*>(&cache[static_cast<size_t>(l) * n_ctx_ * kv]),
+                static_cast<std::streamsize>(h.n_past * kv * 4));
+      }
+    }
+  }
+  if (!in) return error(StatusCode::kCorrupt, "{}: truncated", path);
+  if (in.peek() != std::char_traits<char>::eof()) {
+    return error(StatusCode::kCorrupt, "{}: bytes after the last layer's cache", path);
+  }
+  n_past_ = static_cast<int>(h.n_past);
+  return tokens;
+}
+
+}  // namespace ork

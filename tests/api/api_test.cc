@@ -1,0 +1,383 @@
+// The public API (include/ork/ork.hpp and ork.h) as an embedding program
+// uses it, on the built-in model's file (in the repository) and, for the
+// cases needing a second model, tinystories656K from the shared test data.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "ork/ork.h"
+#include "ork/ork.hpp"
+#include "testdata.h"
+
+namespace ork::api {
+namespace {
+
+const std::string kModel = std::string(ORK_SOURCE_DIR) + "/data/models/stories260K-f32.gguf";
+
+std::unique_ptr<LoadedModel> load_model(const std::string& path = kModel) {
+  auto m = LoadedModel::load(path);
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  return m.is_ok() ? std::move(m).value() : nullptr;
+}
+
+std::unique_ptr<Sampler> greedy() {
+  SamplerOptions o;
+  o.temperature = 0;
+  return std::move(Sampler::create(o)).value();
+}
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+int argmax(std::span<const float> v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+TEST(Api, LoadsAndDescribesTheModel) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->architecture(), "llama");
+  EXPECT_EQ(m->n_vocab(), 512);
+  EXPECT_GT(m->n_params(), 200000u);
+  EXPECT_TRUE(m->resident());
+  EXPECT_EQ(m->bos(), 1);
+  EXPECT_TRUE(m->is_end_of_generation(m->eos()));
+}
+
+TEST(Api, LoadErrorsNameTheFile) {
+  auto m = LoadedModel::load("/nonexistent/model.gguf");
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().to_string().find("/nonexistent/model.gguf"), std::string::npos);
+}
+
+TEST(Api, TokenizeRoundTrips) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  const std::string text = "Once upon a time, there was a little dog.";
+  std::vector<int32_t> ids = m->tokenize(text);
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids[0], m->bos());
+  std::string pieces;
+  for (size_t i = 1; i < ids.size(); ++i) pieces += m->piece(ids[i]);
+  EXPECT_EQ(m->detokenize(std::span(ids).subspan(1)), text);
+  EXPECT_EQ(m->piece(-1), "");
+  EXPECT_EQ(m->piece(m->n_vocab()), "");
+}
+
+// generate() is an eval loop with the sampler: greedy generation equals
+// argmax over logits evaluated token by token.
+TEST(Api, GenerateMatchesAHandWrittenGreedyLoop) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = m->tokenize("Once upon a time");
+  auto s = std::move(Session::create(*m, {.n_ctx = 256})).value();
+  auto sampler = greedy();
+  GenerateOptions o;
+  o.max_tokens = 24;
+  o.ignore_eos = true;
+  std::string streamed;
+  auto r = s->generate(prompt, *sampler, o, [&](std::string_view t) {
+    streamed += t;
+    return true;
+  });
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->stop_reason, "length");
+  EXPECT_EQ(r->generated_tokens, 24);
+  EXPECT_EQ(r->prompt_tokens, static_cast<int>(prompt.size()));
+  EXPECT_EQ(r->prompt_evaluated, static_cast<int>(prompt.size()));
+  EXPECT_EQ(streamed, r->text);
+
+  auto by_hand = std::move(Session::create(*m, {.n_ctx = 256})).value();
+  ASSERT_TRUE(by_hand->eval(prompt).is_ok());
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 24; ++i) {
+    const int32_t id = argmax(by_hand->logits());
+    ids.push_back(id);
+    if (i + 1 < 24) {
+      ASSERT_TRUE(by_hand->eval(std::span(&id, 1)).is_ok());
+    }
+  }
+  std::string expect;
+  for (int32_t id : ids) expect += m->piece(id);
+  EXPECT_EQ(r->text, expect);
+  // The last sampled token is not evaluated: the cache holds prompt + 23.
+  EXPECT_EQ(s->n_past(), static_cast<int>(prompt.size()) + 23);
+}
+
+TEST(Api, GenerateKeepsTheCachedPrefix) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  auto s = std::move(Session::create(*m, {.n_ctx = 256})).value();
+  const std::vector<int32_t> first = m->tokenize("Once upon a time there was a cat");
+  GenerateOptions o;
+  o.max_tokens = 8;
+  o.ignore_eos = true;
+  auto a = s->generate(first, *greedy(), o);
+  ASSERT_TRUE(a.is_ok());
+  // The conversation so far plus more: only the new part is evaluated.
+  std::vector<int32_t> next = s->tokens();
+  const size_t cached = next.size();
+  for (int32_t t : m->tokenize(" and a dog", false)) next.push_back(t);
+  auto b = s->generate(next, *greedy(), o);
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->prompt_evaluated, static_cast<int>(next.size() - cached));
+  // And its answer is the one a fresh session gives.
+  auto fresh = std::move(Session::create(*m, {.n_ctx = 256})).value();
+  auto c = fresh->generate(next, *greedy(), o);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(c->prompt_evaluated, static_cast<int>(next.size()));
+  EXPECT_EQ(b->text, c->text);
+  // The same prompt again evaluates one token (for its logits) and agrees.
+  auto d = s->generate(next, *greedy(), o);
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->prompt_evaluated, 1);
+  EXPECT_EQ(d->text, c->text);
+}
+
+TEST(Api, StopStringsEndGenerationBeforeThemAndAreNeverStreamed) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = m->tokenize("Once upon a time");
+  GenerateOptions o;
+  o.max_tokens = 64;
+  o.ignore_eos = true;
+  auto full = std::move(Session::create(*m, {.n_ctx = 256})).value()->generate(prompt, *greedy(), o);
+  ASSERT_TRUE(full.is_ok());
+  ASSERT_GT(full->text.size(), 40u);
+  // A stop string from the middle of the greedy text, spanning tokens.
+  const std::string stop = full->text.substr(20, 6);
+  const size_t first = full->text.find(stop);
+  o.stop = {"\x01never", stop};
+  std::string streamed;
+  auto r = std::move(Session::create(*m, {.n_ctx = 256})).value()->generate(prompt, *greedy(), o, [&](std::string_view t) {
+    streamed += t;
+    return true;
+  });
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->stop_reason, "stop");
+  EXPECT_EQ(r->text, full->text.substr(0, first));
+  EXPECT_EQ(streamed, r->text);
+}
+
+TEST(Api, CallbackFalseCancels) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  GenerateOptions o;
+  o.max_tokens = 50;
+  o.ignore_eos = true;
+  int calls = 0;
+  auto r = std::move(Session::create(*m)).value()->generate(m->tokenize("Once upon a time"), *greedy(), o,
+                                                             [&](std::string_view) { return ++calls < 3; });
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->stop_reason, "cancelled");
+  EXPECT_EQ(calls, 3);
+  EXPECT_LT(r->generated_tokens, 50);
+}
+
+TEST(Api, AFullContextStopsGeneration) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = m->tokenize("Once upon a time");
+  auto s = std::move(Session::create(*m, {.n_ctx = 16})).value();
+  GenerateOptions o;
+  o.max_tokens = 100;
+  o.ignore_eos = true;
+  auto r = s->generate(prompt, *greedy(), o);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->stop_reason, "context");
+  EXPECT_EQ(s->n_past(), 16);
+  // A prompt as long as the context is refused with both numbers.
+  std::vector<int32_t> long_prompt(16, prompt[1]);
+  auto bad = s->generate(long_prompt, *greedy(), o);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().to_string().find("16"), std::string::npos);
+}
+
+TEST(Api, BadArgumentsAreErrorsNotCrashes) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  SamplerOptions so;
+  so.top_p = 1.5f;
+  auto bad = Sampler::create(so);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().to_string().find("top_p"), std::string::npos);
+  so = {};
+  so.temperature = -1;
+  EXPECT_FALSE(Sampler::create(so).is_ok());
+  EXPECT_FALSE(Session::create(*m, {.n_ctx = -5}).is_ok());
+  auto s = std::move(Session::create(*m, {.n_ctx = 64})).value();
+  GenerateOptions o;
+  EXPECT_FALSE(s->generate({}, *greedy(), o).is_ok());
+  o.stop = {""};
+  EXPECT_FALSE(s->generate(m->tokenize("Hi"), *greedy(), o).is_ok());
+  const int32_t out_of_vocab[1] = {100000};
+  EXPECT_FALSE(s->eval(out_of_vocab).is_ok());
+}
+
+TEST(Api, SavedSessionsContinueExactly) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = m->tokenize("Once upon a time there was a girl named Lily");
+  auto a = std::move(Session::create(*m, {.n_ctx = 128})).value();
+  ASSERT_TRUE(a->eval(prompt).is_ok());
+  const std::string path = temp_path("api-session.orkstate");
+  ASSERT_TRUE(a->save(path).is_ok());
+  GenerateOptions o;
+  o.max_tokens = 16;
+  o.ignore_eos = true;
+  auto ra = a->generate(prompt, *greedy(), o);
+  ASSERT_TRUE(ra.is_ok());
+
+  auto b = std::move(Session::create(*m, {.n_ctx = 128})).value();
+  ASSERT_TRUE(b->load(path).is_ok());
+  EXPECT_EQ(b->tokens(), prompt);
+  EXPECT_EQ(b->n_past(), static_cast<int>(prompt.size()));
+  // The last prompt token is evaluated again, on the loaded cache.
+  auto rb = b->generate(prompt, *greedy(), o);
+  ASSERT_TRUE(rb.is_ok());
+  EXPECT_EQ(rb->prompt_evaluated, 1);
+  EXPECT_EQ(rb->text, ra->text);
+}
+
+TEST(Api, CorruptOrForeignSessionFilesAreRefused) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  auto a = std::move(Session::create(*m, {.n_ctx = 64})).value();
+  ASSERT_TRUE(a->eval(m->tokenize("Once upon a time")).is_ok());
+  const std::string path = temp_path("api-corrupt.orkstate");
+  ASSERT_TRUE(a->save(path).is_ok());
+  const auto size = std::filesystem::file_size(path);
+
+  // Truncated: refused, naming the file; the session is left empty, not half loaded.
+  const std::string cut = temp_path("api-truncated.orkstate");
+  std::filesystem::copy_file(path, cut, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(cut, size - 7);
+  auto b = std::move(Session::create(*m, {.n_ctx = 64})).value();
+  ASSERT_TRUE(b->eval(m->tokenize("A cat")).is_ok());
+  const Status st = b->load(cut);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.to_string().find(cut), std::string::npos);
+  EXPECT_EQ(b->n_past(), 0);
+  EXPECT_TRUE(b->tokens().empty());
+
+  // Not a session file at all: refused before anything is touched.
+  const std::string junk = temp_path("api-junk.orkstate");
+  std::ofstream(junk) << "hello";
+  ASSERT_TRUE(b->eval(m->tokenize("A cat")).is_ok());
+  EXPECT_FALSE(b->load(junk).is_ok());
+  EXPECT_EQ(b->tokens().size(), static_cast<size_t>(b->n_past()));
+  EXPECT_GT(b->n_past(), 0);
+
+  // Too long for a smaller context.
+  auto tiny = std::move(Session::create(*m, {.n_ctx = 3})).value();
+  EXPECT_FALSE(tiny->load(path).is_ok());
+  EXPECT_FALSE(b->load("/nonexistent/state").is_ok());
+}
+
+TEST(Api, SessionFilesOfAnotherModelAreRefused) {
+  ORK_REQUIRE_TESTDATA("models/tinystories656K-f32.gguf");
+  auto m = load_model();
+  auto other = load_model(::ork::testing::testdata("models/tinystories656K-f32.gguf"));
+  ASSERT_NE(m, nullptr);
+  ASSERT_NE(other, nullptr);
+  auto a = std::move(Session::create(*m, {.n_ctx = 64})).value();
+  ASSERT_TRUE(a->eval(m->tokenize("Once upon a time")).is_ok());
+  const std::string path = temp_path("api-foreign.orkstate");
+  ASSERT_TRUE(a->save(path).is_ok());
+  auto b = std::move(Session::create(*other, {.n_ctx = 64})).value();
+  const Status st = b->load(path);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.to_string().find("another model"), std::string::npos);
+}
+
+TEST(Api, ChatTemplateFallsBackToChatMLAndRendersTheModelsOwn) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  EXPECT_FALSE(m->has_chat_template());
+  auto p = m->apply_chat_template(R"([{"role":"user","content":"Hi"}])", true);
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  EXPECT_EQ(*p, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_FALSE(m->apply_chat_template("{not json", true).is_ok());
+  EXPECT_FALSE(m->apply_chat_template(R"({"role":"user"})", true).is_ok());
+  ASSERT_TRUE(m->set_chat_template("{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}",
+                                   "test").is_ok());
+  auto q = m->apply_chat_template(R"([{"role":"user","content":"Hi"}])", false);
+  ASSERT_TRUE(q.is_ok());
+  EXPECT_EQ(*q, "<s>[user] Hi\n");
+  EXPECT_FALSE(m->set_chat_template("{% for %}", "broken").is_ok());
+}
+
+// The C API: the same model through ork.h, its size conventions and errors.
+TEST(CApi, TokenizeGenerateAndErrors) {
+  ork_model* model = nullptr;
+  ork_model_params mp = ork_model_default_params();
+  ASSERT_EQ(ork_model_load(kModel.c_str(), &mp, &model), ORK_OK) << ork_last_error();
+  EXPECT_EQ(ork_model_n_vocab(model), 512);
+
+  ork_token few[2];
+  const int32_t need = ork_tokenize(model, "Once upon a time", -1, few, 2, 1, 1);
+  ASSERT_LT(need, -2);
+  std::vector<ork_token> ids(static_cast<size_t>(-need));
+  ASSERT_EQ(ork_tokenize(model, "Once upon a time", -1, ids.data(), -need, 1, 1), -need);
+  char small[1];
+  const int32_t piece_need = ork_token_to_piece(model, ids[1], small, 0, 0);
+  EXPECT_LT(piece_need, 0);
+
+  ork_session* session = nullptr;
+  ork_session_params sp = ork_session_default_params();
+  sp.n_ctx = 128;
+  ASSERT_EQ(ork_session_create(model, &sp, &session), ORK_OK);
+  EXPECT_EQ(ork_session_logits(session), nullptr);
+  ork_sampler* sampler = nullptr;
+  ork_sampler_params smp = ork_sampler_default_params();
+  smp.temperature = 0;
+  ASSERT_EQ(ork_sampler_create(&smp, &sampler), ORK_OK);
+  ork_generate_params gp = ork_generate_default_params();
+  gp.max_tokens = 10;
+  gp.ignore_eos = 1;
+  std::string text;
+  ork_generate_result r;
+  ASSERT_EQ(ork_generate(
+                session, sampler, "Once upon a time", &gp,
+                [](void* user, const char* t, size_t n) {
+                  static_cast<std::string*>(user)->append(t, n);
+                  return 1;
+                },
+                &text, &r),
+            ORK_OK)
+      << ork_last_error();
+  EXPECT_EQ(r.generated_tokens, 10);
+  EXPECT_STREQ(r.stop_reason, "length");
+  EXPECT_FALSE(text.empty());
+
+  const std::string path = temp_path("capi.orkstate");
+  EXPECT_EQ(ork_session_save(session, path.c_str()), ORK_OK) << ork_last_error();
+  EXPECT_EQ(ork_session_load(session, "/nonexistent/state"), ORK_IO);
+  EXPECT_NE(std::string(ork_last_error()).find("/nonexistent/state"), std::string::npos);
+  EXPECT_EQ(ork_session_load(session, path.c_str()), ORK_OK);
+
+  // Errors are statuses with a message, never a crash.
+  smp.top_p = 2;
+  ork_sampler* bad = nullptr;
+  EXPECT_EQ(ork_sampler_create(&smp, &bad), ORK_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_NE(std::string(ork_last_error()).find("top_p"), std::string::npos);
+  ork_model* missing = nullptr;
+  EXPECT_NE(ork_model_load("/nonexistent.gguf", &mp, &missing), ORK_OK);
+  EXPECT_EQ(missing, nullptr);
+  EXPECT_EQ(ork_generate(nullptr, sampler, "x", &gp, nullptr, nullptr, nullptr), ORK_INVALID_ARGUMENT);
+  char* rendered = nullptr;
+  EXPECT_EQ(ork_model_apply_chat_template(model, "[oops", 1, &rendered), ORK_INVALID_ARGUMENT);
+  ASSERT_EQ(ork_model_apply_chat_template(model, R"([{"role":"user","content":"Hi"}])", 1, &rendered), ORK_OK);
+  EXPECT_EQ(std::string(rendered), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  ork_string_free(rendered);
+
+  ork_sampler_free(sampler);
+  ork_session_free(session);
+  ork_model_free(model);
+}
+
+}  // namespace
+}  // namespace ork::api
