@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/op_params.h"
 #include "quant/weight_view.h"
@@ -38,8 +39,9 @@ class HostOps {
   virtual void rms_norm_rows(const float* x, const float* weight, int n, int width, float eps, float* out) = 0;
   // out = silu(gate) * up over n values.
   virtual void swiglu(const float* gate, const float* up, int64_t n, float* out) = 0;
-  // The rotary angles of positions pos0..pos0+n-1, for rope_rows.
-  virtual void set_rope_positions(int64_t pos0, int n, const RopeParams& p) = 0;
+  // The rotary angles of each token's position (a batch of several
+  // sequences holds several runs of positions), for rope_rows.
+  virtual void set_rope_positions(std::span<const int32_t> positions, const RopeParams& p) = 0;
   // For each of n tokens (of the last set_rope_positions) and each of its
   // n_heads heads of head_dim: RMS-normalised by `norm` (head_dim weights)
   // when given, then rotated.

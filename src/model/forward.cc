@@ -106,24 +106,28 @@ RopeParams Context::rope_params() const {
                     model_.rope_freqs().empty() ? nullptr : model_.rope_freqs().data()};
 }
 
-// Rows [0, n) of k_ or v_ into the layer's part of the k or v cache.
-void Context::store_kv(int layer, int n, bool values) {
+// Rows [0, n) of k_ or v_ into the layer's part of the k or v cache of
+// each row's context, at its next positions.
+void Context::store_kv(int layer, int /*n*/, bool values) {
   const int kv = c_.kv_dim();
-  for (int t = 0; t < n; ++t) {
-    const float* src = &(values ? v_ : k_)[static_cast<size_t>(t) * kv];
-    if (fast_kernels()) {
-      // The f16 cache is laid out per KV head ([layer][kv head][position]
-      // [head_dim]): attention walks one head's positions as one stream.
-      const int hd = c_.head_dim;
-      std::vector<uint16_t>& cache = values ? v_cache16_ : k_cache16_;
-      for (int h = 0; h < c_.n_head_kv; ++h) {
-        const size_t head_at =
-            ((static_cast<size_t>(layer) * c_.n_head_kv + h) * n_ctx_ + static_cast<size_t>(n_past_ + t)) * hd;
-        ops_.to_f16(src + h * hd, hd, &cache[head_at]);
+  for (const Segment& seg : segments_) {
+    Context& into = *seg.ctx;
+    for (int t = 0; t < seg.n; ++t) {
+      const float* src = &(values ? v_ : k_)[static_cast<size_t>(seg.row0 + t) * kv];
+      const size_t pos = static_cast<size_t>(into.n_past_ + t);
+      if (fast_kernels()) {
+        // The f16 cache is laid out per KV head ([layer][kv head][position]
+        // [head_dim]): attention walks one head's positions as one stream.
+        const int hd = c_.head_dim;
+        std::vector<uint16_t>& cache = values ? into.v_cache16_ : into.k_cache16_;
+        for (int h = 0; h < c_.n_head_kv; ++h) {
+          const size_t head_at = ((static_cast<size_t>(layer) * c_.n_head_kv + h) * into.n_ctx_ + pos) * hd;
+          ops_.to_f16(src + h * hd, hd, &cache[head_at]);
+        }
+      } else {
+        const size_t at = (static_cast<size_t>(layer) * into.n_ctx_ + pos) * kv;
+        std::copy_n(src, kv, &(values ? into.v_cache_ : into.k_cache_)[at]);
       }
-    } else {
-      const size_t at = (static_cast<size_t>(layer) * n_ctx_ + static_cast<size_t>(n_past_ + t)) * kv;
-      std::copy_n(src, kv, &(values ? v_cache_ : k_cache_)[at]);
     }
   }
 }
@@ -153,26 +157,30 @@ void Context::finish_projection(int layer, int n, int which) {
   if (which == 1) store_kv(layer, n, /*values=*/false);
 }
 
-void Context::attention(int layer, int n_tokens) {
-  AttentionArgs a;
-  a.q = q_.data();
-  a.out = attn_.data();
-  a.n_tokens = n_tokens;
-  a.n_past = n_past_;
-  a.n_head = c_.n_head;
-  a.n_head_kv = c_.n_head_kv;
-  a.head_dim = c_.head_dim;
-  a.n_ctx = n_ctx_;
-  a.f16 = fast_kernels();
-  const size_t layer_off = static_cast<size_t>(layer) * n_ctx_ * c_.kv_dim();
-  if (a.f16) {
-    a.k16 = &k_cache16_[layer_off];
-    a.v16 = &v_cache16_[layer_off];
-  } else {
-    a.k32 = &k_cache_[layer_off];
-    a.v32 = &v_cache_[layer_off];
+// Each context's rows over its own cache.
+void Context::attention(int layer, int /*n_tokens*/) {
+  for (const Segment& seg : segments_) {
+    const Context& from = *seg.ctx;
+    AttentionArgs a;
+    a.q = &q_[static_cast<size_t>(seg.row0) * c_.q_dim()];
+    a.out = &attn_[static_cast<size_t>(seg.row0) * c_.q_dim()];
+    a.n_tokens = seg.n;
+    a.n_past = from.n_past_;
+    a.n_head = c_.n_head;
+    a.n_head_kv = c_.n_head_kv;
+    a.head_dim = c_.head_dim;
+    a.n_ctx = from.n_ctx_;
+    a.f16 = fast_kernels();
+    const size_t layer_off = static_cast<size_t>(layer) * from.n_ctx_ * c_.kv_dim();
+    if (a.f16) {
+      a.k16 = &from.k_cache16_[layer_off];
+      a.v16 = &from.v_cache16_[layer_off];
+    } else {
+      a.k32 = &from.k_cache_[layer_off];
+      a.v32 = &from.v_cache_[layer_off];
+    }
+    ops_.attention(a);
   }
-  ops_.attention(a);
 }
 
 const char* Context::Profile::name(Phase phase) {
@@ -241,7 +249,7 @@ Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits
   // The forward pass allocates only its cache and scratch; a request too
   // large for the machine is an error, never an exception out of the library.
   try {
-    ORK_RETURN_IF_ERROR(eval_batch(tokens, logits, all_logits));
+    ORK_RETURN_IF_ERROR(eval_checked(tokens, logits, all_logits));
   } catch (const std::bad_alloc&) {
     return error(StatusCode::kResourceExhausted,
                  "eval: cannot allocate the KV cache and buffers for {} positions ({:.1f} MiB); use a smaller context",
@@ -263,8 +271,11 @@ Status Context::attention_block(int il, int n) {
   const LayerWeights& L = model_.layer(il);
   const int E = c_.n_embd;
   // The KV cache one layer's attention reads over the batch: every token
-  // reads K and V of every position up to its own.
-  const uint64_t kv_positions = static_cast<uint64_t>(n) * n_past_ + static_cast<uint64_t>(n) * (n + 1) / 2;
+  // reads K and V of every position of its sequence up to its own.
+  uint64_t kv_positions = 0;
+  for (const Segment& seg : segments_) {
+    kv_positions += static_cast<uint64_t>(seg.n) * seg.ctx->n_past_ + static_cast<uint64_t>(seg.n) * (seg.n + 1) / 2;
+  }
   const uint64_t layer_kv_bytes = kv_positions * 2 * static_cast<uint64_t>(c_.kv_dim()) * (fast_kernels() ? 2 : 4);
   ops_.rms_norm_rows(x_.data(), L.attn_norm.data(), n, E, c_.rms_eps, xn_.data());
   ORK_RETURN_IF_ERROR(matmul_shared({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n,
@@ -299,7 +310,7 @@ Status Context::ffn_block(int il, int n) {
   return Status::ok();
 }
 
-Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
+Status Context::check_batch(std::span<const int32_t> tokens) const {
   const int n = static_cast<int>(tokens.size());
   if (n == 0) return error(StatusCode::kInvalidArgument, "eval: no tokens");
   if (n_past_ + n > n_ctx_) {
@@ -312,6 +323,59 @@ Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& 
                    c_.n_vocab - 1);
     }
   }
+  return Status::ok();
+}
+
+Status Context::eval_checked(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
+  ORK_RETURN_IF_ERROR(check_batch(tokens));
+  segments_.assign(1, Segment{this, 0, static_cast<int>(tokens.size())});
+  return eval_batch(tokens, logits, all_logits);
+}
+
+Status Context::eval_together(std::span<Context* const> contexts, std::span<const std::span<const int32_t>> tokens,
+                              std::vector<float>& logits) {
+  if (contexts.empty() || contexts.size() != tokens.size()) {
+    return error(StatusCode::kInvalidArgument, "eval_together: {} contexts for {} token lists", contexts.size(),
+                 tokens.size());
+  }
+  Context& lead = *contexts[0];
+  std::vector<int32_t> all;
+  std::vector<Segment> segments;
+  for (size_t i = 0; i < contexts.size(); ++i) {
+    Context* c = contexts[i];
+    if (&c->model_ != &lead.model_ || c->fast_kernels() != lead.fast_kernels()) {
+      return error(StatusCode::kInvalidArgument, "eval_together: context {} runs another model or other kernels", i);
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (contexts[j] == c) return error(StatusCode::kInvalidArgument, "eval_together: context {} is given twice", i);
+    }
+    ORK_RETURN_IF_ERROR(c->check_batch(tokens[i]));
+    segments.push_back(Segment{c, static_cast<int>(all.size()), static_cast<int>(tokens[i].size())});
+    all.insert(all.end(), tokens[i].begin(), tokens[i].end());
+  }
+  try {
+    // The others' caches exist before the batch writes them.
+    for (Context* c : contexts.subspan(1)) c->resize_scratch(1);
+    lead.segments_ = std::move(segments);
+    ORK_RETURN_IF_ERROR(lead.eval_batch(all, logits, false));
+  } catch (const std::bad_alloc&) {
+    return error(StatusCode::kResourceExhausted, "eval: cannot allocate the KV caches and buffers of {} sequences",
+                 contexts.size());
+  }
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!std::isfinite(logits[i])) {
+      return error(StatusCode::kNumerical, "eval: logit {} of sequence {} is {}: the model's weights hold NaN or "
+                   "infinite values, or overflowed", i % static_cast<size_t>(lead.c_.n_vocab),
+                   i / static_cast<size_t>(lead.c_.n_vocab), logits[i]);
+    }
+  }
+  return Status::ok();
+}
+
+// The batch of segments_ (checked): every row through the layers, then the
+// logits of every row (all_logits, one segment) or of each segment's last.
+Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
+  const int n = static_cast<int>(tokens.size());
   const bool timed = profile_ != nullptr || trace_ != nullptr;
   if (timed) lap_start();
   resize_scratch(n);
@@ -319,7 +383,11 @@ Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& 
   const int E = c_.n_embd;
   for (int t = 0; t < n; ++t) ops_.embed(model_.token_embd(), tokens[t], &x_[static_cast<size_t>(t) * E]);
   // The rotary angles of this batch's positions, shared by every layer and head.
-  ops_.set_rope_positions(n_past_, n, rope_params());
+  positions_.clear();
+  for (const Segment& seg : segments_) {
+    for (int t = 0; t < seg.n; ++t) positions_.push_back(seg.ctx->n_past_ + t);
+  }
+  ops_.set_rope_positions(positions_, rope_params());
   if (timed) lap(Profile::kEmbed, 0);
 
   for (int il = 0; il < c_.n_layer; ++il) {
@@ -327,13 +395,21 @@ Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& 
     ORK_RETURN_IF_ERROR(ffn_block(il, n));
   }
 
-  const int first = all_logits ? 0 : n - 1;
-  const int n_out = n - first;
-  // xn_ is free by now: the normed rows go there.
-  ops_.rms_norm_rows(&x_[static_cast<size_t>(first) * E], model_.output_norm().data(), n_out, E, c_.rms_eps, xn_.data());
+  // The rows whose logits are wanted, normed into xn_ (free by now).
+  int n_out = 0;
+  auto norm_row = [&](int row) {
+    ops_.rms_norm_rows(&x_[static_cast<size_t>(row) * E], model_.output_norm().data(), 1, E, c_.rms_eps,
+                       &xn_[static_cast<size_t>(n_out++) * E]);
+  };
+  if (all_logits) {
+    ops_.rms_norm_rows(x_.data(), model_.output_norm().data(), n, E, c_.rms_eps, xn_.data());
+    n_out = n;
+  } else {
+    for (const Segment& seg : segments_) norm_row(seg.row0 + seg.n - 1);
+  }
   logits.resize(static_cast<size_t>(n_out) * c_.n_vocab);
   ORK_RETURN_IF_ERROR(matmul(model_.output(), xn_.data(), n_out, logits.data()));
-  n_past_ += n;
+  for (const Segment& seg : segments_) seg.ctx->n_past_ += seg.n;
   moe_stats_.tokens += static_cast<uint64_t>(n);
   if (timed) lap(Profile::kOutput, matrix_bytes(model_.output()));
   if (profile_) profile_->tokens += static_cast<uint64_t>(n);

@@ -56,6 +56,18 @@ class Context {
   // back to the system and takes it again).
   Status eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits = false);
 
+  // Several Contexts of one model evaluated as one batch (continuous
+  // batching): contexts[i] takes tokens[i] at its own positions; their rows
+  // go through every matmul together, so the weights stream once for all,
+  // and attention runs over each one's own cache. `logits` gets each
+  // context's last token's scores, n_vocab floats per context in order.
+  // The first context's dispatcher, scratch and statistics serve the
+  // batch. All must share the model and the kernels (fast or reference),
+  // each context at most once; nothing is evaluated when one cannot take
+  // its tokens.
+  static Status eval_together(std::span<Context* const> contexts, std::span<const std::span<const int32_t>> tokens,
+                              std::vector<float>& logits);
+
   // On (default): the SIMD kernels. Quantized orkpack tiers run integer
   // matmuls on int8 activations (rotated, then quantized per token); f16/f32
   // tiers and F32/F16 GGUF matrices a float matmul; other GGUF types the
@@ -141,7 +153,15 @@ class Context {
   void truncate(int pos) { n_past_ = pos < n_past_ ? pos : n_past_; }
 
  private:
+  // A batch's rows [row0, row0 + n) belong to `ctx` (this one, or another
+  // of eval_together), at its positions n_past.. .
+  struct Segment {
+    Context* ctx;
+    int row0, n;
+  };
+  Status check_batch(std::span<const int32_t> tokens) const;
   Status eval_batch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits);
+  Status eval_checked(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits);
   Status attention_block(int layer, int n);
   Status ffn_block(int layer, int n);
   Status moe_ffn(int layer, int n);
@@ -167,6 +187,8 @@ class Context {
   Dispatcher dispatch_;
   HostOps& ops_;
   int n_past_ = 0;
+  std::vector<Segment> segments_;     // of the batch being evaluated
+  std::vector<int32_t> positions_;    // its tokens' positions
   MatmulObserver observer_;
   // The reference path's f32 cache: [layer][pos][kv_dim].
   std::vector<float> k_cache_, v_cache_;

@@ -63,14 +63,14 @@ void CpuEngine::swiglu(const float* gate, const float* up, int64_t n, float* out
   }
 }
 
-void CpuEngine::set_rope_positions(int64_t pos0, int n, const RopeParams& p) {
-  rope_pos0_ = pos0;
+void CpuEngine::set_rope_positions(std::span<const int32_t> positions, const RopeParams& p) {
+  rope_positions_.assign(positions.begin(), positions.end());
   if (!fast()) return;  // the reference computes its angles per head
   // The rotary angles of this batch's positions, shared by every layer and head.
   const auto half = static_cast<size_t>(p.n_rot / 2);
-  rope_cos_.resize(static_cast<size_t>(n) * half);
-  rope_sin_.resize(static_cast<size_t>(n) * half);
-  for (int t = 0; t < n; ++t) ref::rope_table(pos0 + t, p, &rope_cos_[t * half], &rope_sin_[t * half]);
+  rope_cos_.resize(positions.size() * half);
+  rope_sin_.resize(positions.size() * half);
+  for (size_t t = 0; t < positions.size(); ++t) ref::rope_table(positions[t], p, &rope_cos_[t * half], &rope_sin_[t * half]);
 }
 
 void CpuEngine::rope_rows(float* x, int n, int n_heads, int head_dim, const float* norm, float eps,
@@ -90,7 +90,7 @@ void CpuEngine::rope_rows(float* x, int n, int n_heads, int head_dim, const floa
         cpu::rope(head, p.n_rot, p.type == RopeType::kNorm, &rope_cos_[static_cast<size_t>(t * half)],
                   &rope_sin_[static_cast<size_t>(t * half)]);
       } else {
-        ref::rope(head, head_dim, rope_pos0_ + t, p);
+        ref::rope(head, head_dim, rope_positions_[static_cast<size_t>(t)], p);
       }
     }
   }

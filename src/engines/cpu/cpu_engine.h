@@ -86,7 +86,7 @@ class CpuEngine final : public Engine, public HostOps {
   bool fast() const override { return kernels_ == Kernels::kFast; }
   void rms_norm_rows(const float* x, const float* weight, int n, int width, float eps, float* out) override;
   void swiglu(const float* gate, const float* up, int64_t n, float* out) override;
-  void set_rope_positions(int64_t pos0, int n, const RopeParams& p) override;
+  void set_rope_positions(std::span<const int32_t> positions, const RopeParams& p) override;
   void rope_rows(float* x, int n, int n_heads, int head_dim, const float* norm, float eps,
                  const RopeParams& p) override;
   void to_f16(const float* x, int64_t n, uint16_t* out) override;
@@ -181,7 +181,7 @@ class CpuEngine final : public Engine, public HostOps {
 
   std::vector<float> quant_row_;            // embed's scratch
   std::vector<float> rope_cos_, rope_sin_;  // [token][n_rot / 2] of this batch
-  int64_t rope_pos0_ = 0;
+  std::vector<int32_t> rope_positions_;  // of this batch's tokens
 };
 
 }  // namespace ork
