@@ -163,6 +163,11 @@ class Session {
   std::span<const float> logits() const;
   // Forgets positions from n onwards.
   void truncate(int n);
+  // Several sessions of one model evaluated as one batch (continuous
+  // batching): sessions[i] takes tokens[i] at its own positions, and its
+  // logits() then hold its last token's scores. The weights stream once
+  // for all of them. Each session at most once; on an error none changes.
+  static Status eval_together(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens);
 
   // Generates after `prompt`: the longest prefix of it already in the cache
   // is kept (only the rest is evaluated), then tokens are sampled until

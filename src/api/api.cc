@@ -229,6 +229,21 @@ Status Session::eval(std::span<const int32_t> tokens) {
   return Status::ok();
 }
 
+Status Session::eval_together(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens) {
+  std::vector<Context*> contexts;
+  for (Session* s : sessions) contexts.push_back(s->impl_->ctx.get());
+  thread_local std::vector<float> logits;
+  ORK_RETURN_IF_ERROR(Context::eval_together(contexts, tokens, logits));
+  const size_t vocab = logits.size() / std::max<size_t>(1, sessions.size());
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    Impl& s = *sessions[i]->impl_;
+    s.logits.assign(logits.begin() + static_cast<std::ptrdiff_t>(i * vocab),
+                    logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab));
+    s.tokens.insert(s.tokens.end(), tokens[i].begin(), tokens[i].end());
+  }
+  return Status::ok();
+}
+
 void Session::truncate(int n) {
   n = std::clamp(n, 0, n_past());
   impl_->ctx->truncate(n);

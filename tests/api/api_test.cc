@@ -195,6 +195,41 @@ TEST(Api, AFullContextStopsGeneration) {
   EXPECT_NE(bad.status().to_string().find("16"), std::string::npos);
 }
 
+// Sessions decoded together take the tokens a lone session would, greedy.
+TEST(Api, SessionsEvaluatedTogetherGenerateWhatEachDoesAlone) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  const std::vector<std::vector<int32_t>> prompts = {m->tokenize("Once upon a time"), m->tokenize("The dog"),
+                                                     m->tokenize("Lily and Tom went to the park")};
+  std::vector<std::unique_ptr<Session>> owned;
+  std::vector<Session*> sessions;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    owned.push_back(std::move(Session::create(*m, {.n_ctx = 128})).value());
+    sessions.push_back(owned.back().get());
+  }
+  std::vector<std::span<const int32_t>> batch(prompts.begin(), prompts.end());
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  for (int step = 0; step < 12; ++step) {
+    ASSERT_TRUE(Session::eval_together(sessions, batch).is_ok());
+    for (size_t i = 0; i < sessions.size(); ++i) out[i].push_back(argmax(sessions[i]->logits()));
+    for (size_t i = 0; i < sessions.size(); ++i) batch[i] = std::span<const int32_t>(&out[i].back(), 1);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateOptions o;
+    o.max_tokens = 12;
+    o.ignore_eos = true;
+    auto alone = std::move(Session::create(*m, {.n_ctx = 128})).value()->generate(prompts[i], *greedy(), o);
+    ASSERT_TRUE(alone.is_ok());
+    std::string text;
+    for (int32_t t : out[i]) text += m->piece(t);
+    EXPECT_EQ(text, alone->text) << "sequence " << i;
+    EXPECT_EQ(sessions[i]->tokens().size(), prompts[i].size() + 11);
+  }
+  Session* twice[] = {sessions[0], sessions[0]};
+  const std::span<const int32_t> two[] = {batch[0], batch[0]};
+  EXPECT_FALSE(Session::eval_together(twice, two).is_ok());
+}
+
 TEST(Api, BadArgumentsAreErrorsNotCrashes) {
   auto m = load_model();
   ASSERT_NE(m, nullptr);
