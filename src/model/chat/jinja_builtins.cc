@@ -261,6 +261,35 @@ bool has_filter(const std::string& n) {
   return kFilters.count(n) > 0;
 }
 
+std::string percent_format(const std::string& f, const List& values) {
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] != '%' || i + 1 >= f.size()) {
+      out += f[i];
+      continue;
+    }
+    const char c = f[++i];
+    if (c == '%') {
+      out += '%';
+      continue;
+    }
+    if (next >= values.size()) type_error("not enough arguments for format string");
+    const Value& v = values[next++];
+    if (c == 's') {
+      out += v.to_str();
+    } else if (c == 'r') {
+      out += v.repr();
+    } else if (c == 'd' || c == 'i') {
+      if (!v.is_number()) type_error("%d format: a number is required, not " + v.type_name());
+      out += std::to_string(v.as_int());
+    } else {
+      type_error(std::string("unsupported format character '") + c + "'");
+    }
+  }
+  return out;
+}
+
 Value apply_filter(const std::string& n, const Value& v, const Args& a, const GetAttr& getattr) {
   const Value none = Value::none();
   if (n == "default" || n == "d") {
@@ -331,27 +360,7 @@ Value apply_filter(const std::string& n, const Value& v, const Args& a, const Ge
     return Value(out + end);
   }
   if (n == "wordcount") return Value(static_cast<int64_t>(split(v.to_str(), none, -1).size()));
-  if (n == "format") {
-    // printf-style, as Jinja's format filter: "%s and %d" | format(a, b)
-    std::string out;
-    const std::string f = v.to_str();
-    size_t next = 0;
-    for (size_t i = 0; i < f.size(); ++i) {
-      if (f[i] != '%' || i + 1 >= f.size()) {
-        out += f[i];
-        continue;
-      }
-      const char c = f[++i];
-      if (c == '%') {
-        out += '%';
-      } else if (next < a.positional.size()) {
-        out += c == 'r' ? a.positional[next++].repr() : c == 'd' ? std::to_string(a.positional[next++].as_int()) : a.positional[next++].to_str();
-      } else {
-        type_error("not enough arguments for format string");
-      }
-    }
-    return Value(std::move(out));
-  }
+  if (n == "format") return Value(percent_format(v.to_str(), a.positional));  // "%s and %d" | format(a, b)
   if (n == "int") {
     if (v.is_number()) return Value(v.as_int());
     try {

@@ -557,7 +557,9 @@ class Interpreter {
         return seq->kind() == Value::Kind::kTuple ? Value::tuple(std::move(out)) : Value::list(std::move(out));
       }
     }
-    if (op == "%" && a.is_string()) return Value(percent_format(a.str(), b));
+    if (op == "%" && a.is_string()) {
+      return Value(percent_format(a.str(), b.kind() == Value::Kind::kTuple ? b.items() : List{b}));
+    }
     if (a.is_number() && b.is_number() && op.size() <= 2) return arithmetic(op == "//" ? 'f' : op == "**" ? 'p' : op[0], a, b);
     type_error("unsupported operand type(s) for " + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
   }
@@ -601,37 +603,6 @@ class Interpreter {
       }
     }
     return Value();
-  }
-
-  // Python's `%` on a string: %s %d %i %r %% (what templates use).
-  static std::string percent_format(const std::string& f, const Value& args) {
-    const List values = args.kind() == Value::Kind::kTuple ? args.items() : List{args};
-    std::string out;
-    size_t next = 0;
-    for (size_t i = 0; i < f.size(); ++i) {
-      if (f[i] != '%' || i + 1 >= f.size()) {
-        out += f[i];
-        continue;
-      }
-      const char c = f[++i];
-      if (c == '%') {
-        out += '%';
-        continue;
-      }
-      if (next >= values.size()) type_error("not enough arguments for format string");
-      const Value& v = values[next++];
-      if (c == 's') {
-        out += v.to_str();
-      } else if (c == 'r') {
-        out += v.repr();
-      } else if (c == 'd' || c == 'i') {
-        if (!v.is_number()) type_error("%d format: a number is required, not " + v.type_name());
-        out += std::to_string(v.as_int());
-      } else {
-        type_error(std::string("unsupported format character '") + c + "'");
-      }
-    }
-    return out;
   }
 
   static bool contains(const Value& container, const Value& item) {

@@ -40,5 +40,8 @@ bool has_test(const std::string& name);
 // A method of a str, dict or list value bound to it; Undefined if it has
 // none of that name; throws for list/dict methods the sandbox refuses.
 Value method_of(const Value& v, const std::string& name);
+// Python's printf-style `%` on a string (%s %d %i %r %%): the `%`
+// operator and the `format` filter.
+std::string percent_format(const std::string& f, const List& values);
 
 }  // namespace ork::jinja
