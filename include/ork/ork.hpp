@@ -147,6 +147,31 @@ struct GenerateResult {
 // known not to); returning false stops generation ("cancelled").
 using StreamCallback = std::function<bool(std::string_view text)>;
 
+// Turns generated pieces into text to show: whole UTF-8 characters only,
+// text that may begin a stop string held back until it is known not to,
+// and the stop found (the text before it is the last shown). What
+// Session::generate streams through, and what a server's slots use.
+class TextStream {
+ public:
+  explicit TextStream(std::vector<std::string> stop = {});
+  // Adds one token's piece; returns the text that may now be shown (empty
+  // when all of it is held back). After a stop string, stopped() is true
+  // and nothing more is taken.
+  std::string_view push(std::string_view piece);
+  // At the end of generation (not after a stop): whatever was held back.
+  std::string_view finish();
+  bool stopped() const { return stopped_; }
+  // All the text so far, a stop string and what follows it excluded.
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string_view show(size_t upto);
+  std::vector<std::string> stop_;
+  std::string text_;
+  size_t shown_ = 0;
+  bool stopped_ = false;
+};
+
 class Session {
  public:
   static Result<std::unique_ptr<Session>> create(LoadedModel& model, const SessionOptions& options = {});

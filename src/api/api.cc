@@ -10,7 +10,6 @@
 #include "model/forward.h"
 #include "model/sampler.h"
 #include "model/tokenizer/tokenizer.h"
-#include "model/tokenizer/unicode.h"
 #include "ork/ork.hpp"
 
 namespace ork::api {
@@ -256,33 +255,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// How many bytes at the end of `text` begin some stop string (and so may
-// not be shown yet).
-size_t stop_prefix_at_end(const std::string& text, const std::vector<std::string>& stops) {
-  size_t hold = 0;
-  for (const std::string& s : stops) {
-    for (size_t n = std::min(s.size() - 1, text.size()); n > hold; --n) {
-      if (text.compare(text.size() - n, n, s, 0, n) == 0) {
-        hold = n;
-        break;
-      }
-    }
-  }
-  return hold;
-}
-
-// Bytes of `text` from `from` that end on a whole UTF-8 character.
-size_t complete_utf8(const std::string& text, size_t from) {
-  size_t at = from, ok = from;
-  while (at < text.size()) {
-    const size_t n = unicode::utf8_len(static_cast<uint8_t>(text[at]));
-    if (at + n > text.size()) break;
-    at += n;
-    ok = at;
-  }
-  return ok;
-}
-
 }  // namespace
 
 Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, Sampler& sampler, const GenerateOptions& o,
@@ -312,15 +284,9 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, Sample
 
   const LoadedModel& m = *impl_->model;
   const auto t1 = std::chrono::steady_clock::now();
-  std::string text;
-  size_t shown = 0;
+  TextStream stream(o.stop);
   r.stop_reason = "length";
-  auto show = [&](size_t upto) {
-    if (upto <= shown) return true;
-    const bool go_on = !on_text || on_text(std::string_view(text).substr(shown, upto - shown));
-    shown = upto;
-    return go_on;
-  };
+  auto show = [&](std::string_view piece) { return piece.empty() || !on_text || on_text(piece); };
   while (r.generated_tokens < o.max_tokens) {
     const int32_t id = sampler.sample(logits());
     if (!o.ignore_eos && m.is_end_of_generation(id)) {
@@ -328,22 +294,12 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, Sample
       break;
     }
     ++r.generated_tokens;
-    text += m.piece(id);
-    // A stop string ends generation before it; until a piece is known not
-    // to begin one, it is held back.
-    size_t cut = std::string::npos;
-    for (const std::string& s : o.stop) {
-      const size_t at = text.find(s, shown > s.size() ? shown - s.size() : 0);
-      if (at != std::string::npos) cut = std::min(cut, at);
-    }
-    if (cut != std::string::npos) {
-      text.resize(cut);
-      show(cut);
+    const bool go_on = show(stream.push(m.piece(id)));
+    if (stream.stopped()) {
       r.stop_reason = "stop";
       break;
     }
-    const size_t hold = stop_prefix_at_end(text, o.stop);
-    if (!show(std::min(complete_utf8(text, shown), text.size() - hold))) {
+    if (!go_on) {
       r.stop_reason = "cancelled";
       break;
     }
@@ -355,8 +311,8 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, Sample
     const int32_t one[1] = {id};
     ORK_RETURN_IF_ERROR(eval(one));
   }
-  if (r.stop_reason != "cancelled") show(text.size());
-  r.text = std::move(text);
+  if (r.stop_reason != "cancelled" && r.stop_reason != "stop") show(stream.finish());
+  r.text = stream.text();
   r.generate_seconds = seconds_since(t1);
   return r;
 }

@@ -161,6 +161,38 @@ TEST(Api, StopStringsEndGenerationBeforeThemAndAreNeverStreamed) {
   EXPECT_EQ(streamed, r->text);
 }
 
+// The stream alone, piece by piece: a stop string straddling pieces, a
+// UTF-8 character split across pieces, a false start of a stop string.
+TEST(TextStream, HoldsBackPartialCharactersAndStopPrefixes) {
+  api::TextStream s({"</s>", "\n\n"});
+  std::string shown;
+  for (std::string_view piece : {"Hi", " <", "/x", "\xc3", "\xa9", "!<", "/", "s", "> never"}) {
+    shown += s.push(piece);
+    if (s.stopped()) break;
+    // Everything shown so far is whole characters and the start of no stop.
+    EXPECT_EQ(shown, s.text().substr(0, shown.size()));
+  }
+  EXPECT_TRUE(s.stopped());
+  EXPECT_EQ(shown, "Hi </x\xc3\xa9!");
+  EXPECT_EQ(s.text(), "Hi </x\xc3\xa9!");
+  EXPECT_TRUE(s.push("more").empty());
+  EXPECT_TRUE(s.finish().empty());
+
+  api::TextStream t({"\n\n"});
+  std::string out(t.push("a\n"));
+  EXPECT_EQ(out, "a");  // the newline may begin the stop
+  out += t.push("b");
+  out += t.finish();
+  EXPECT_EQ(out, "a\nb");
+  EXPECT_FALSE(t.stopped());
+
+  api::TextStream u;  // no stops: only characters are held
+  EXPECT_EQ(u.push("\xe2\x82"), "");
+  EXPECT_EQ(u.push("\xac"), "\xe2\x82\xac");
+  EXPECT_EQ(u.push("\xe2"), "");
+  EXPECT_EQ(u.finish(), "\xe2");  // an unfinished character is given at the end as it is
+}
+
 TEST(Api, CallbackFalseCancels) {
   auto m = load_model();
   ASSERT_NE(m, nullptr);
