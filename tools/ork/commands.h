@@ -18,6 +18,8 @@ Runner add_imatrix(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_calibrate(CLI::App& app);
 Runner add_template(CLI::App& app);
+Runner add_serve(CLI::App& app);
+Runner add_chat(CLI::App& app);
 
 // Checks for integer options whose errors name the range (CLI11's
 // PositiveNumber says "Value 0 not in range 0.000000 to 1.79...e+308").

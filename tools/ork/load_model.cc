@@ -1,6 +1,8 @@
 #include "load_model.h"
 
 #include <cstdio>
+
+#include <fmt/format.h>
 #include <string>
 
 #include "core/memory.h"
@@ -63,7 +65,7 @@ Result<std::unique_ptr<api::LoadedModel>> load_api_model(const std::string& path
   return model;
 }
 
-Status check_context(const Model& model, int n_ctx, int n_batch, bool fast_kernels) {
+Status check_context(const Model& model, int n_ctx, int n_batch, bool fast_kernels, int n_seq) {
   const ModelConfig& c = model.config();
   if (n_ctx > c.n_ctx_train) {
     std::fprintf(stderr,
@@ -71,13 +73,13 @@ Status check_context(const Model& model, int n_ctx, int n_batch, bool fast_kerne
                  "likely to degrade\n",
                  n_ctx, c.n_ctx_train);
   }
-  const uint64_t need = Context::memory_bytes(c, n_ctx, n_batch, fast_kernels);
+  const uint64_t need = Context::memory_bytes(c, n_ctx, n_batch, fast_kernels) * static_cast<uint64_t>(n_seq);
   const std::optional<uint64_t> available = available_memory_bytes();
   if (available && need > *available) {
     return error(StatusCode::kResourceExhausted,
-                 "-c {}: the KV cache and buffers need {:.1f} MiB, but only {:.1f} MiB of memory is available; use a "
+                 "-c {}{}: the KV cache and buffers need {:.1f} MiB, but only {:.1f} MiB of memory is available; use a "
                  "smaller -c",
-                 n_ctx, static_cast<double>(need) / (1 << 20), static_cast<double>(*available) / (1 << 20));
+                 n_ctx * n_seq, n_seq > 1 ? fmt::format(" ({} slots of {})", n_seq, n_ctx) : "", static_cast<double>(need) / (1 << 20), static_cast<double>(*available) / (1 << 20));
   }
   return Status::ok();
 }

@@ -21,10 +21,10 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap);
 // same notes on stderr.
 Result<std::unique_ptr<api::LoadedModel>> load_api_model(const std::string& path, bool mmap);
 
-// Checks a context of n_ctx positions (batches of up to n_batch tokens)
-// before it is made: past the model's trained context is a warning on
+// Checks a context of n_ctx positions (batches of up to n_batch tokens),
+// or n_seq of them (the server's slots), before it is made: past the model's trained context is a warning on
 // stderr; more memory than this process may take is an error naming -c
 // and the sizes.
-Status check_context(const Model& model, int n_ctx, int n_batch, bool fast_kernels = true);
+Status check_context(const Model& model, int n_ctx, int n_batch, bool fast_kernels = true, int n_seq = 1);
 
 }  // namespace ork::cli

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
@@ -55,6 +56,8 @@ int main(int argc, char** argv) {
   add("bench", "Prefill and decode speed beside the machine's measured read bandwidth", ork::cli::add_bench);
   add("ppl", "Perplexity, and KL divergence / top-1 / RMS delta-p against a reference", ork::cli::add_ppl);
   add("synth", "Write a synthetic model (random weights) of any supported architecture", ork::cli::add_synth);
+  add("chat", "Talk with a model in its own chat template (no -m: the built-in stories260K)", ork::cli::add_chat);
+  add("serve", "An OpenAI-compatible HTTP server with a chat page (no -m: the built-in stories260K)", ork::cli::add_serve);
   add("template", "Render a chat template for a conversation (a .jinja file or a model's own)", ork::cli::add_template);
   add("calibrate", "Measure the CPU for the dispatcher's performance model (cached; --show prints it)",
       ork::cli::add_calibrate);
@@ -73,8 +76,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, ". `ork` alone says where to start.\n");
     return 2;
   }
+  // llama.cpp's options spelled with one dash and several letters, which
+  // CLI11 cannot declare: taken under their long names.
+  static const std::pair<const char*, const char*> kLlamaSpellings[] = {{"-np", "--parallel"}, {"-to", "--timeout"}, {"-sys", "--system-prompt"}};
+  std::vector<char*> args(argv, argv + argc);
+  for (char*& a : args) {
+    for (const auto& [from, to] : kLlamaSpellings) {
+      if (std::strcmp(a, from) == 0) a = const_cast<char*>(to);
+    }
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(argc, args.data());
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; a usage error exits 2, as getopt tools do.
     return app.exit(e) == 0 ? 0 : 2;

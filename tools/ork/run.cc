@@ -4,13 +4,13 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <string>
 
 #include "builtin_model.h"
 #include "commands.h"
 #include "load_model.h"
 #include "profile_report.h"
+#include "sampling_cli.h"
 #include "npu_cli.h"
 #include "core/escape.h"
 #include "core/thread_pool.h"
@@ -28,12 +28,11 @@ struct RunOptions {
   int n_predict = 128;
   int n_ctx = 0;
   bool ignore_eos = false;
-  int64_t seed = -1;
   int threads = 0;
   NpuCli npu;
   bool stats = false;
   bool profile = false;
-  api::SamplerOptions sampling;
+  SamplingCli sampling;
   std::vector<std::string> stop;
 };
 
@@ -87,11 +86,8 @@ int run(RunOptions& opt) {
     return fail(fmt::format("the prompt is {} tokens; the context (-c) holds {}", prompt_ids.size(), n_ctx));
   }
 
-  api::SamplerOptions sp = opt.sampling;
-  sp.seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed) : std::random_device{}();
-  std::fprintf(stderr, "ork: sampling: temp %.2f, top-k %d, top-p %.2f, min-p %.2f, repeat-penalty %.2f, seed %llu\n",
-               sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty,
-               static_cast<unsigned long long>(sp.seed));
+  const api::SamplerOptions sp = opt.sampling.resolve();
+  SamplingCli::describe(sp);
   auto sampler = api::Sampler::create(sp);
   if (!sampler.is_ok()) return fail(sampler.status().to_string());
 
@@ -190,25 +186,7 @@ Runner add_run(CLI::App& app) {
   app.add_option("-n,--n-predict", opt->n_predict, "Tokens to generate")->capture_default_str()->check(token_count());
   app.add_option("-c,--ctx-size", opt->n_ctx, "Context size in tokens (default: the model's, at most 4096)")
       ->check(token_count());
-  app.add_option("--temp", opt->sampling.temperature, "Temperature; 0 = greedy")
-      ->capture_default_str()
-      ->check(number_in(0, 100, false, "0 = greedy"));
-  app.add_option("--top-k", opt->sampling.top_k, "Keep the k most likely tokens; 0 = off")
-      ->capture_default_str()
-      ->check(number_in(0, 1 << 24, false, "0 = off"));
-  app.add_option("--top-p", opt->sampling.top_p, "Nucleus sampling threshold; 1 = off")
-      ->capture_default_str()
-      ->check(number_in(0, 1, false, "1 = off"));
-  app.add_option("--min-p", opt->sampling.min_p, "Drop tokens below min-p x the best one's probability; 0 = off")
-      ->capture_default_str()
-      ->check(number_in(0, 1, false, "0 = off"));
-  app.add_option("--repeat-penalty", opt->sampling.repeat_penalty, "Penalty for recent tokens; 1 = off")
-      ->capture_default_str()
-      ->check(number_in(0, 100, true, "1 = off"));
-  app.add_option("--repeat-last-n", opt->sampling.repeat_last_n, "How many recent tokens are penalised")
-      ->capture_default_str()
-      ->check(token_count());
-  app.add_option("-s,--seed", opt->seed, "Random seed (default: random, printed)");
+  opt->sampling.add_options(app);
   app.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-text token");
   app.add_option("-r,--reverse-prompt,--stop", opt->stop, "Stop before this text (repeatable)");
   app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(thread_count());
