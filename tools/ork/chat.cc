@@ -35,6 +35,7 @@ struct ChatOptions {
   int n_predict = -1;
   int n_ctx = 0;
   int threads = 0;
+  bool ignore_eos = false;
   std::vector<std::string> stop;
   SamplingCli sampling;
 };
@@ -116,6 +117,7 @@ Status Chat::turn(const std::string& text) {
   api::GenerateOptions go;
   go.max_tokens = o_.n_predict < 0 ? session_.n_ctx() : o_.n_predict;
   go.stop = o_.stop;
+  go.ignore_eos = o_.ignore_eos;
   g_interrupted = false;
   ORK_ASSIGN_OR_RETURN(api::GenerateResult r, session_.generate(*ids, sampler_, go, [](std::string_view piece) {
                          out(piece);
@@ -250,6 +252,7 @@ Runner add_chat(CLI::App& app) {
   app.add_option("-c,--ctx-size", o->n_ctx, "Context size in tokens (default: the model's, at most 4096)")->check(token_count());
   app.add_option("-r,--reverse-prompt,--stop", o->stop, "Stop a reply before this text (repeatable)");
   app.add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(thread_count());
+  app.add_flag("--ignore-eos", o->ignore_eos, "Keep a reply going past the end-of-text token");
   o->sampling.add_options(app);
   add_mmap_flag(app, o->mmap);
   return [o] { return chat_main(*o); };

@@ -150,7 +150,10 @@ void Scheduler::finish(Slot& s, const std::string& reason, const std::string& er
   const bool started = !s.prefilling;
   {
     std::lock_guard<std::mutex> jl(job->mu);
-    if (error.empty() && reason != "cancelled") job->pending += s.stream.finish();
+    if (error.empty() && reason != "cancelled") {
+      const std::string_view rest = s.stream.finish();
+      if (!rest.empty()) job->pending.emplace_back(rest);
+    }
     job->finish_reason = reason == "cancelled" ? "" : reason;
     job->error = error;
     job->completion_tokens = s.generated;
@@ -227,7 +230,7 @@ void Scheduler::step() {
     if (!text.empty()) {
       {
         std::lock_guard<std::mutex> jl(job.mu);
-        job.pending += text;
+        job.pending.emplace_back(text);
         job.completion_tokens = s.generated;
       }
       job.cv.notify_all();

@@ -31,8 +31,9 @@ struct Job {
 
   std::mutex mu;
   std::condition_variable cv;
-  // Under mu: text generated and not yet taken, and the outcome.
-  std::string pending;
+  // Under mu: text generated and not yet taken (a piece per token, as
+  // it is to be streamed), and the outcome.
+  std::vector<std::string> pending;
   bool done = false;
   std::string finish_reason;  // "stop", "length", or empty with an error
   std::string error;          // a failure inside the model (HTTP 500)

@@ -145,7 +145,8 @@ void Server::completions(const httplib::Request& req, httplib::Response& res, bo
   }
   std::unique_lock<std::mutex> lk(job->mu);
   job->cv.wait(lk, [&] { return job->done; });
-  const std::string text = std::move(job->pending);
+  std::string text;
+  for (const std::string& piece : job->pending) text += piece;
   lk.unlock();
   log_done(req.path.c_str(), *job);
   if (!job->error.empty()) {
@@ -155,7 +156,6 @@ void Server::completions(const httplib::Request& req, httplib::Response& res, bo
     send_error(res, err);
     return;
   }
-  // (The text of a non-streamed answer is the whole of `pending`.)
   res.set_content(serve::to_text(serve::completion_body(head, *job, text)), "application/json");
 }
 
@@ -177,17 +177,19 @@ void Server::stream(std::shared_ptr<Job> job, serve::ResponseHead head, httplib:
         };
         std::unique_lock<std::mutex> lk(job->mu);
         job->cv.wait_for(lk, std::chrono::milliseconds(250), [&] { return job->done || !job->pending.empty(); });
-        const std::string text = std::move(job->pending);
+        std::vector<std::string> pieces = std::move(job->pending);
         job->pending.clear();
         const bool done = job->done;
         lk.unlock();
-        if (!text.empty() || (*first && head.chat)) {
+        // An event per token's text (a role-only event first, for a chat).
+        if (*first && head.chat) pieces.insert(pieces.begin(), std::string());
+        for (const std::string& text : pieces) {
           if (!send(serve::stream_chunk(head, text, *first, "", nullptr))) return false;
           *first = false;
         }
         if (!done) {
           // Nothing new: a comment keeps the line open and finds a vanished client.
-          if (text.empty() && !sink.write(": \n\n", 4)) {
+          if (pieces.empty() && !sink.write(": \n\n", 4)) {
             job->cancelled = true;
             return false;
           }
@@ -306,6 +308,14 @@ void Server::install(httplib::Server& svr) {
 }
 
 int serve_main(const ServeOptions& o) {
+  // SIGINT/SIGTERM stop the server from a thread of their own: blocked here,
+  // before any thread starts, so that every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
   if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
   auto loaded = o.model.empty() ? load_builtin_api_model() : load_api_model(o.model, o.mmap);
   if (!loaded.is_ok()) return fail(loaded.status().to_string());
@@ -330,13 +340,6 @@ int serve_main(const ServeOptions& o) {
   auto slots = serve::Scheduler::create(model, so);
   if (!slots.is_ok()) return fail(slots.status().to_string());
 
-  // SIGINT/SIGTERM stop the server from a thread of their own.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
 
   httplib::Server svr;
   Server server(o, model, **slots);
