@@ -16,6 +16,8 @@ void print_front_door(std::FILE* out, const std::vector<std::string>& commands) 
                "Start here:\n"
                "  ork run                                   a story from the built-in model (stories260K), with its speed\n"
                "  ork run -m model.gguf -p \"Hello\" -n 128    generate from any GGUF you downloaded\n"
+               "  ork chat -m model.gguf                    talk with it, in the model's own chat template\n"
+               "  ork serve -m model.gguf --port 8080       an OpenAI-compatible server, with a chat page at /\n"
                "  ork bench -m model.gguf                   prefill and decode speed beside the machine's memory bandwidth\n"
                "  ork pack model.gguf -o model.orkpack      convert to ork's own format, tiers planned under 4.5 bits/weight\n"
                "  ork ppl -m model.orkpack -f text.txt --ref model.gguf\n"
