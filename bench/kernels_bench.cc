@@ -56,13 +56,14 @@ struct Setup {
 
 const char* kKindNames[] = {"i4", "nf4", "i5", "i6", "i8", "i8s"};
 
-// args: kind, M, K; rows: 128 Mi weights for M = 1 (far beyond the
-// caches), 512 K-wide rows otherwise.
+// args: kind, M, K; rows: 128 Mi weights for M <= 8 (decode, and the
+// server's slots decoding together: far beyond the caches), 512 K-wide
+// rows otherwise.
 void BM_QuantMatmul(benchmark::State& state) {
   const auto kind = static_cast<CodeKind>(state.range(0));
   const int n = static_cast<int>(state.range(1));
   const int64_t k = state.range(2);
-  const int64_t rows = n == 1 ? (int64_t{1} << 27) / k : 512;
+  const int64_t rows = n <= 8 ? (int64_t{1} << 27) / k : 512;
   Setup s(kind, rows, k, n);
   for (auto _ : state) {
     cpu::quant_matmul(s.w, s.a, s.y.data(), rows, 0, rows);
@@ -76,7 +77,7 @@ void BM_QuantMatmul(benchmark::State& state) {
 }
 
 BENCHMARK(BM_QuantMatmul)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 4, 16, 64}, {768, 2048, 8192}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 2, 4, 8, 16, 64}, {768, 2048, 8192}})
     ->ArgNames({"kind", "M", "K"})
     ->Unit(benchmark::kMicrosecond);
 

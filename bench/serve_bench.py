@@ -10,7 +10,9 @@ Each stream is a /v1/completions request of a short prompt with
 max_tokens N, ignore_eos, greedy. One stream's speed is the server's own
 `timings.predicted_per_second`; 4 streams' is the tokens of all four over the
 wall time from the first request sent to the last answer (prefill of a
-5-token prompt included). Prints the medians with min-max and the ratios.
+5-token prompt included). One stream and four alternate on one server
+(--pairs times): the 4/1 ratio is taken within each pair, as the bandwidth
+drifts. Prints the medians with min-max and the ratios.
 
 Usage: bench/serve_bench.py --ork build/release/ork --model M.orkpack \\
          [--peer-model M-q4_0.gguf] [--peers ../shared/peers] [-t 2] [-n 64] [-r 3]
@@ -77,12 +79,17 @@ def streams(port, n, k):
     return sum(o[0] for o in out) / wall, out
 
 
-def measure_server(port, n):
+def measure_server(port, n, pairs):
+    """`pairs` alternations of one stream and four, on one server (the
+    bandwidth drifts: a ratio is taken within each pair)."""
     complete(port, 8, [None], 0)  # warm up
-    one = [None]
-    complete(port, n, one, 0)
-    four, _ = streams(port, n, 4)
-    return one[0][1], four
+    ones, fours = [], []
+    for _ in range(pairs):
+        one = [None]
+        complete(port, n, one, 0)
+        ones.append(one[0][1])
+        fours.append(streams(port, n, 4)[0])
+    return ones, fours
 
 
 def fmt(xs):
@@ -98,13 +105,23 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("-r", "--reps", type=int, default=3)
+    ap.add_argument("--pairs", type=int, default=3, help="one-stream / four-stream alternations per server")
     ap.add_argument("--port", type=int, default=18123)
     a = ap.parse_args()
     peer = os.path.join(a.peers, "bin", "llama-server")
-    if a.peer_model and not os.path.exists(peer):
-        print(f"peer missing: {peer} (llama-server is not measured)")
-        a.peer_model = None
-    rows = {k: [] for k in ("bench_tg", "gbps", "ork_1", "ork_4", "peer_1", "peer_4")}
+    peer_bench = os.path.join(a.peers, "bin", "llama-bench")
+    if a.peer_model:
+        if not os.path.exists(peer):
+            print(f"peer missing: {peer} (llama-server is not measured)")
+            peer = None
+        else:
+            probe = subprocess.run([peer, "--version"], capture_output=True, text=True)
+            if probe.returncode != 0:
+                print(f"peer broken: {peer} --version exits {probe.returncode}: {probe.stderr.strip()[:300]}"
+                      " (llama-server is not measured)")
+                peer = None
+    rows = {k: [] for k in ("bench_tg", "gbps", "ork_1", "ork_4", "ork_4_over_1", "ork_1_over_bench", "peer_bench_tg",
+                            "peer_1", "peer_4")}
     for rep in range(a.reps):
         b = subprocess.run([a.ork, "bench", "-m", a.model, "-p", "16", "-n", str(a.n), "-r", "1", "-t", str(a.threads), "--json"],
                            capture_output=True, text=True, check=True)
@@ -114,33 +131,48 @@ def main():
         s = start([a.ork, "serve", "-m", a.model, "--port", str(a.port), "--parallel", "4", "-t", str(a.threads),
                    "-c", "4096"], r"listening on")
         try:
-            one, four = measure_server(a.port, a.n)
+            ones, fours = measure_server(a.port, a.n, a.pairs)
         finally:
             s.terminate()
             s.wait()
-        rows["ork_1"].append(one)
-        rows["ork_4"].append(four)
-        if a.peer_model:
+        rows["ork_1"] += ones
+        rows["ork_4"] += fours
+        rows["ork_4_over_1"] += [f / o for f, o in zip(fours, ones)]
+        rows["ork_1_over_bench"] += [o / rows["bench_tg"][-1] for o in ones]
+        if a.peer_model and os.path.exists(peer_bench):
+            pb = subprocess.run([peer_bench, "-m", a.peer_model, "-p", "0", "-n", str(a.n), "-t", str(a.threads), "-r", "1",
+                                 "-o", "json"], capture_output=True, text=True)
+            if pb.returncode == 0:
+                rows["peer_bench_tg"].append(json.loads(pb.stdout)[0]["avg_ts"])
+            else:
+                print(f"llama-bench failed: {pb.stderr.strip()[:300]}")
+        if a.peer_model and peer:
             p = start([peer, "-m", a.peer_model, "--port", str(a.port + 1), "-np", "4", "-c", "4096", "-t", str(a.threads)],
                       r"listening|server is listening|HTTP server")
             try:
                 wait_healthy(a.port + 1)
-                one, four = measure_server(a.port + 1, a.n)
+                ones, fours = measure_server(a.port + 1, a.n, a.pairs)
             finally:
                 p.terminate()
                 p.wait()
-            rows["peer_1"].append(one)
-            rows["peer_4"].append(four)
+            rows["peer_1"] += ones
+            rows["peer_4"] += fours
         print(f"rep {rep + 1}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rows.items() if v), flush=True)
-    print(f"\nmodel {a.model}, {a.threads} threads, {a.n} tokens per stream, {a.reps} reps (median, min-max)")
+    print(f"\nmodel {a.model}, {a.threads} threads, {a.n} tokens per stream, {a.reps} reps x {a.pairs} pairs "
+          "(median, min-max)")
     print(f"read bandwidth probe (GB/s)          {fmt(rows['gbps'])}")
     print(f"ork bench tg (tok/s)                 {fmt(rows['bench_tg'])}")
     print(f"ork serve, 1 stream (tok/s)          {fmt(rows['ork_1'])}")
     print(f"ork serve, 4 streams (tok/s, total)  {fmt(rows['ork_4'])}")
-    r1 = [x / y for x, y in zip(rows["ork_1"], rows["bench_tg"])]
-    r4 = [x / y for x, y in zip(rows["ork_4"], rows["ork_1"])]
+    r1 = rows["ork_1_over_bench"]
+    r4 = rows["ork_4_over_1"]
     print(f"ork: 1 stream / ork bench            {fmt(r1)}")
     print(f"ork: 4 streams / 1 stream            {fmt(r4)}")
+    if rows["peer_bench_tg"]:
+        print(f"llama-bench tg, peer model (tok/s)   {fmt(rows['peer_bench_tg'])}")
+        print(f"ork bench / llama-bench tg           {fmt([x / y for x, y in zip(rows['bench_tg'], rows['peer_bench_tg'])])}")
+        per_rep = [statistics.median(rows["ork_1"][i * a.pairs:(i + 1) * a.pairs]) for i in range(len(rows["peer_bench_tg"]))]
+        print(f"ork serve 1 stream / llama-bench tg  {fmt([x / y for x, y in zip(per_rep, rows['peer_bench_tg'])])}")
     if rows["peer_1"]:
         print(f"llama-server, 1 stream (tok/s)       {fmt(rows['peer_1'])}")
         print(f"llama-server, 4 streams (tok/s)      {fmt(rows['peer_4'])}")

@@ -233,7 +233,10 @@ void Scheduler::step() {
         job.pending.emplace_back(text);
         job.completion_tokens = s.generated;
       }
-      job.cv.notify_all();
+      // A whole answer is read at the end: its thread is woken once, then,
+      // not at every token (on two cores each wake-up takes a core from
+      // the batch).
+      if (job.request.stream) job.cv.notify_all();
     }
     if (s.stream.stopped()) {
       finish(s, "stop");
