@@ -70,6 +70,10 @@ class Overlay {
     float* cpu_y = nullptr;   // measurement clocks: where a hit's rows go
   };
   bool measuring() const;
+  // A hit's rows to where they go - or, from a device that only keeps time
+  // (results_valid() false), to a sink: the same bytes moved, the CPU's rows
+  // left as they are, so a timed run computes what a CPU-only run does.
+  void take(const std::vector<float>& rows, float* dst);
   bool opening_deferred_ = false;
   bool hit(Job& j, uint64_t serial) const;
 
@@ -79,6 +83,7 @@ class Overlay {
   double cpu_gbps_ = 20.0;
   std::deque<Job> jobs_;
   std::deque<std::vector<float>> buffers_;  // kept from token to token
+  std::vector<float> sink_;
   // The virtual clock: the CPU's modeled time, and when the NPU is next free.
   double cpu_now_us_ = 0, npu_free_us_ = 0;
   uint64_t serial_ = 0;  // overlay jobs opened so far (the forced clock's hash input)

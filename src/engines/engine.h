@@ -114,6 +114,9 @@ class Engine {
   // dispatcher's notion of "free".
   virtual int in_flight() const { return 0; }
   virtual int max_in_flight() const { return 1 << 20; }
+  // False for a device that only keeps time (vnpu's `timing`): its fences
+  // signal when modeled, but the rows it writes are not the product.
+  virtual bool results_valid() const { return true; }
   // Keeps a caller's buffer (a KV cache) reachable by the device for as
   // long as it is pinned; a no-op where memory is simply shared.
   virtual Status pin(const void* /*host*/, int64_t /*bytes*/) { return Status::ok(); }

@@ -192,6 +192,51 @@ TEST(DispatchOverlay, ADeviceThatNeverSignalsChangesNothingButQuality) {
   EXPECT_EQ(d.stats().overlay_hits, 0u);
 }
 
+// A device that only keeps time (vnpu's `timing`): its fences signal at
+// once, its rows are junk. Its hits are counted and their rows moved (the
+// host cost being measured), but never over the CPU's: a timed run computes
+// exactly what a CPU-only run does.
+TEST(DispatchOverlay, ATimeKeepingDevicesRowsAreNeverTaken) {
+  class TimeKeeper final : public Engine {
+   public:
+    class Done final : public Fence {
+     public:
+      Done(float* y, int64_t n) : y_(y), n_(n) {}
+      bool done() const override { return true; }
+      Status wait() override {
+        std::fill(y_, y_ + n_, 12345.0f);  // junk, as a timing-only device writes
+        return Status::ok();
+      }
+
+     private:
+      float* y_;
+      int64_t n_;
+    };
+    std::string name() const override { return "timekeeper"; }
+    Support supports(const MatmulOp& op) const override {
+      return op.is_tier && op.tier == Tier::kI8s ? Support::yes() : Support::no("only i8s");
+    }
+    Status prepare(const MatmulOp&) override { return Status::ok(); }
+    Result<FencePtr> submit(const MatmulJob& job) override {
+      return FencePtr(std::make_shared<Done>(job.y, job.op.n));
+    }
+    double predict_us(const MatmulOp&) const override { return 0.0; }
+    bool results_valid() const override { return false; }
+  } keeper;
+  const Weight w = make_weight(Tier::kI8s, 200, 128, 21);
+  const Weight v = make_weight(Tier::kI8s, 96, 128, 22);
+  const std::vector<float> x = make_acts(1, 128, 23);
+  Dispatcher d;
+  d.set_npu(&keeper, DispatchOptions{});
+  EXPECT_EQ(run(d, w, x, 1), reference(w, x, 1, false, true));
+  std::vector<float> y0(200), y1(96);
+  const Dispatcher::Output outs[] = {{&w.view, y0.data()}, {&v.view, y1.data()}};
+  ASSERT_TRUE(d.matmul_shared(outs, x.data(), 1, [](int) {}).is_ok());
+  EXPECT_EQ(y0, reference(w, x, 1, false, true));
+  EXPECT_EQ(y1, reference(v, x, 1, false, true));
+  EXPECT_EQ(d.stats().overlay_hits, 3u);
+}
+
 TEST(DispatchOverlay, TheNpuMustBeFree) {
   // A device with a job in flight is not free: the overlay is skipped and
   // the CPU's high plane stands (never a queue behind another token).

@@ -256,6 +256,8 @@ Result<FencePtr> NpuEngine::submit(const MatmulJob& job) {
   return FencePtr(std::make_shared<NpuFence>(this, slot, job.y, job.ldy, op.m, first, op.n, t0));
 }
 
+bool NpuEngine::results_valid() const { return dev_->options().compute; }
+
 NpuEngine::Stats NpuEngine::stats() const {
   Stats s;
   const Vnpu::Totals t = dev_->totals();

@@ -47,6 +47,7 @@ class NpuEngine final : public Engine {
   double predict_us(const MatmulOp& op) const override;
   int in_flight() const override;
   int max_in_flight() const override { return kMaxSlots; }
+  bool results_valid() const override;
   // Pins a caller's buffer (a KV cache) in every session's window.
   Status pin(const void* host, int64_t bytes) override { return dev_->pin(host, bytes); }
   void unpin(const void* host) override { dev_->unpin(host); }
