@@ -402,7 +402,8 @@ class Browser:
             r, w = os.dup(to_child_r), os.dup(from_child_w)
             os.dup2(r, 3)
             os.dup2(w, 4)
-        self.proc = subprocess.Popen([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+        self.proc = subprocess.Popen([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                                      "--remote-debugging-pipe",
                                       "--user-data-dir=" + profile, "about:blank"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=setup,
                                      close_fds=False)  # (closing would happen after setup, and take fds 3 and 4)
