@@ -48,11 +48,12 @@ class Term:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 return os.waitstatus_to_exitcode(status)
-            try:
-                os.read(self.fd, 65536)
-            except OSError:
-                pass
-            time.sleep(0.05)
+            # Drain what it prints (never a blocking read: it may print nothing).
+            if select.select([self.fd], [], [], 0.05)[0]:
+                try:
+                    os.read(self.fd, 65536)
+                except OSError:
+                    pass
         os.kill(self.pid, signal.SIGKILL)
         raise AssertionError("ork chat did not exit")
 

@@ -2,13 +2,16 @@
 // The session's cache is kept across turns: each turn evaluates only what
 // the template adds after the cached prefix. Ctrl-C stops a reply (a
 // second one, or one at the prompt, leaves); /clear, /save, /load, /exit.
+#include <pthread.h>
 #include <signal.h>
+#include <poll.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <string>
 
 #include <fmt/format.h>
@@ -153,8 +156,56 @@ Status Chat::load(const std::string& path) {
   return Status::ok();
 }
 
+enum class Input { kLine, kEof, kInterrupted, kError };
+
+// One line of standard input (without its newline). Waits in poll() with a
+// short timeout and looks at the Ctrl-C flag between waits: a SIGINT that
+// lands just before a blocking read would otherwise leave it blocked.
+Input read_line(std::string* line) {
+  static std::string buffered;
+  static bool eof = false;
+  line->clear();
+  for (;;) {
+    const size_t nl = buffered.find('\n');
+    if (nl != std::string::npos) {
+      line->assign(buffered, 0, nl);
+      buffered.erase(0, nl + 1);
+      return Input::kLine;
+    }
+    if (eof) {
+      if (buffered.empty()) return Input::kEof;
+      line->swap(buffered);
+      buffered.clear();
+      return Input::kLine;
+    }
+    if (g_interrupted) return Input::kInterrupted;
+    pollfd p = {STDIN_FILENO, POLLIN, 0};
+    const int ready = poll(&p, 1, 100);
+    if (ready < 0 && errno != EINTR) return Input::kError;
+    if (ready <= 0) continue;
+    char chunk[4096];
+    const ssize_t n = read(STDIN_FILENO, chunk, sizeof(chunk));
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return Input::kError;
+    }
+    if (n == 0) eof = true;
+    buffered.append(chunk, static_cast<size_t>(n));
+  }
+}
+
 int chat_main(const ChatOptions& o) {
   if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
+  // Ctrl-C must reach the main thread - the one blocked reading the prompt
+  // or streaming a reply: every other thread (the pool's, started here)
+  // blocks SIGINT, else the kernel may hand it to a worker and a read at
+  // the prompt is never interrupted.
+  sigset_t interrupt;
+  sigemptyset(&interrupt);
+  sigaddset(&interrupt, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &interrupt, nullptr);
+  (void)ThreadPool::global();
+  pthread_sigmask(SIG_UNBLOCK, &interrupt, nullptr);
   auto loaded = o.model.empty() ? load_builtin_api_model() : load_api_model(o.model, o.mmap);
   if (!loaded.is_ok()) return fail(loaded.status().to_string());
   api::LoadedModel& model = **loaded;
@@ -192,23 +243,22 @@ int chat_main(const ChatOptions& o) {
   Chat chat(o, model, **session, **sampler);
   const bool tty = isatty(STDIN_FILENO);
   for (;;) {
+    g_interrupted = false;
     out("> ");
     std::string text, line;
-    g_interrupted = false;
+    Input got = Input::kLine;
     bool more = true;
-    while (more && std::getline(std::cin, line)) {
+    while (more && (got = read_line(&line)) == Input::kLine) {
       more = !line.empty() && line.back() == '\\';
       if (more) line.back() = '\n';
       text += line;
       if (more && tty) out(". ");
     }
-    if (!std::cin) {
-      if (g_interrupted || std::cin.eof()) {
-        out("\n");
-        return 0;
-      }
-      return fail("cannot read standard input");
+    if (got == Input::kInterrupted || got == Input::kEof) {
+      out("\n");
+      return 0;
     }
+    if (got == Input::kError) return fail("cannot read standard input");
     if (!tty) out(text + "\n");  // a piped conversation reads as one
     if (text.empty()) continue;
     if (text[0] == '/') {
