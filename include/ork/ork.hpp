@@ -64,6 +64,10 @@ class LoadedModel {
   // End of generation: EOS, EOT and the like.
   bool is_end_of_generation(int32_t token) const;
   std::vector<int32_t> tokenize(std::string_view text, bool add_special = true, bool parse_special = true) const;
+  // A prompt as generation takes it: special tokens parsed and the
+  // vocabulary's BOS added - once, also when the text (a rendered chat
+  // template) writes its own.
+  std::vector<int32_t> tokenize_prompt(std::string_view text) const;
   // The bytes of one token (a piece of a UTF-8 character is possible).
   std::string piece(int32_t token, bool special = false) const;
   std::string detokenize(std::span<const int32_t> tokens, bool special = false) const;

@@ -100,6 +100,12 @@ std::vector<int32_t> LoadedModel::tokenize(std::string_view text, bool add_speci
   return impl_->tokenizer->encode(std::string(text), add_special, parse_special);
 }
 
+std::vector<int32_t> LoadedModel::tokenize_prompt(std::string_view text) const {
+  std::vector<int32_t> ids = tokenize(text, /*add_special=*/true, /*parse_special=*/true);
+  if (ids.size() >= 2 && bos() >= 0 && ids[0] == bos() && ids[1] == bos()) ids.erase(ids.begin());
+  return ids;
+}
+
 std::string LoadedModel::piece(int32_t token, bool special) const {
   if (token < 0 || token >= n_vocab()) return {};
   return impl_->tokenizer->piece(token, special);

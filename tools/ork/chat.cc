@@ -92,8 +92,7 @@ Result<std::vector<int32_t>> Chat::render() {
   const int room = std::max(16, session_.n_ctx() / 4);
   for (;;) {
     ORK_ASSIGN_OR_RETURN(std::string prompt, model_.apply_chat_template(messages_.dump(), true));
-    std::vector<int32_t> ids = model_.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
-    if (ids.size() >= 2 && model_.bos() >= 0 && ids[0] == model_.bos() && ids[1] == model_.bos()) ids.erase(ids.begin());
+    std::vector<int32_t> ids = model_.tokenize_prompt(prompt);
     if (static_cast<int>(ids.size()) + room <= session_.n_ctx()) return ids;
     // Drop the oldest exchange after the system prompt, if there is one to drop.
     const size_t first = !messages_.empty() && messages_[0]["role"] == "system" ? 1 : 0;
@@ -209,15 +208,7 @@ int chat_main(const ChatOptions& o) {
   auto loaded = o.model.empty() ? load_builtin_api_model() : load_api_model(o.model, o.mmap);
   if (!loaded.is_ok()) return fail(loaded.status().to_string());
   api::LoadedModel& model = **loaded;
-  if (!o.chat_template.empty()) {
-    std::string source = "chatml";
-    if (o.chat_template != "chatml") {
-      std::ifstream in(o.chat_template, std::ios::binary);
-      if (!in) return fail(fmt::format("--chat-template {}: not a readable file (the built-in name is 'chatml')", o.chat_template));
-      source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    if (Status st = model.set_chat_template(source, o.chat_template); !st.is_ok()) return fail(st.to_string());
-  }
+  if (Status st = set_chat_template_option(model, o.chat_template); !st.is_ok()) return fail(st.message());
   const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(model.n_ctx_train(), 4096);
   if (Status st = check_context(model.internal(), n_ctx, std::min(n_ctx, 512)); !st.is_ok()) return fail(st.to_string());
   const api::SamplerOptions sp = o.sampling.resolve();

@@ -1,6 +1,7 @@
 #include "load_model.h"
 
 #include <cstdio>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <string>
@@ -63,6 +64,21 @@ Result<std::unique_ptr<api::LoadedModel>> load_api_model(const std::string& path
   }
   if (model.is_ok()) note_reference_matrices((*model)->internal());
   return model;
+}
+
+Status set_chat_template_option(api::LoadedModel& model, const std::string& option) {
+  if (option.empty()) return Status::ok();
+  std::string source = "chatml";
+  if (option != "chatml") {
+    std::ifstream in(option, std::ios::binary);
+    if (!in) {
+      return error(StatusCode::kInvalidArgument, "--chat-template {}: not a readable file (the built-in name is 'chatml')",
+                   option);
+    }
+    source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const Status st = model.set_chat_template(source, option);
+  return st.is_ok() ? st : error(st.code(), "{}", st.to_string());
 }
 
 Status check_context(const Model& model, int n_ctx, int n_batch, bool fast_kernels, int n_seq) {

@@ -21,6 +21,10 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap);
 // same notes on stderr.
 Result<std::unique_ptr<api::LoadedModel>> load_api_model(const std::string& path, bool mmap);
 
+// --chat-template: a Jinja file, or "chatml"; empty leaves the model's own.
+// The error's message is the line to print (fail(status.message())).
+Status set_chat_template_option(api::LoadedModel& model, const std::string& option);
+
 // Checks a context of n_ctx positions (batches of up to n_batch tokens),
 // or n_seq of them (the server's slots), before it is made: past the model's trained context is a warning on
 // stderr; more memory than this process may take is an error naming -c

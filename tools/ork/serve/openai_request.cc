@@ -228,11 +228,7 @@ bool parse_request(std::string_view body, bool chat, const api::LoadedModel& mod
       return false;
     }
     if (out->prompt.empty()) {
-      out->prompt = model.tokenize(text, /*add_special=*/true, /*parse_special=*/true);
-      // A template that writes the BOS itself, and a vocabulary that adds one: keep one.
-      if (out->prompt.size() >= 2 && model.bos() >= 0 && out->prompt[0] == model.bos() && out->prompt[1] == model.bos()) {
-        out->prompt.erase(out->prompt.begin());
-      }
+      out->prompt = model.tokenize_prompt(text);
       if (out->prompt.empty()) return r.fail(chat ? "messages" : "prompt", "the prompt has no tokens");
     }
     return true;

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -58,6 +57,15 @@ void log_line(fmt::format_string<Args...> f, Args&&... args) {
   const std::string line = fmt::format(f, std::forward<Args>(args)...);
   std::lock_guard<std::mutex> lk(g_log_mu);
   std::fprintf(stderr, "ork: %s\n", escape_text(line).c_str());
+}
+
+// A failure on the server's side (5xx).
+HttpError server_error(int status, std::string message) {
+  HttpError e;
+  e.status = status;
+  e.type = "server_error";
+  e.message = std::move(message);
+  return e;
 }
 
 void send_error(httplib::Response& res, const HttpError& e) {
@@ -133,10 +141,8 @@ void Server::completions(const httplib::Request& req, httplib::Response& res, bo
   head.created = std::time(nullptr);
   auto job = std::make_shared<Job>(std::move(request));
   if (!slots_.submit(job)) {
-    err.status = 503;
-    err.type = "server_error";
-    err.message = fmt::format("the server is busy: {} requests are already waiting for a slot", o_.max_queue);
-    send_error(res, err);
+    send_error(res, server_error(503, fmt::format("the server is busy: {} requests are already waiting for a slot",
+                                                   o_.max_queue)));
     return;
   }
   if (job->request.stream) {
@@ -150,10 +156,7 @@ void Server::completions(const httplib::Request& req, httplib::Response& res, bo
   lk.unlock();
   log_done(req.path.c_str(), *job);
   if (!job->error.empty()) {
-    err.status = 500;
-    err.type = "server_error";
-    err.message = job->error;
-    send_error(res, err);
+    send_error(res, server_error(500, job->error));
     return;
   }
   res.set_content(serve::to_text(serve::completion_body(head, *job, text)), "application/json");
@@ -197,11 +200,7 @@ void Server::stream(std::shared_ptr<Job> job, serve::ResponseHead head, httplib:
         }
         log_done(path.c_str(), *job);
         if (!job->error.empty()) {
-          HttpError e;
-          e.status = 500;
-          e.type = "server_error";
-          e.message = job->error;
-          if (!send(serve::error_body(e))) return false;
+          if (!send(serve::error_body(server_error(500, job->error)))) return false;
         } else {
           if (!send(serve::stream_chunk(head, "", false, job->finish_reason, job.get()))) return false;
           if (job->request.include_usage && !send(serve::usage_chunk(head, *job))) return false;
@@ -293,17 +292,14 @@ void Server::install(httplib::Server& svr) {
     send_error(res, e);
   });
   svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    HttpError e;
-    e.status = 500;
-    e.type = "server_error";
+    std::string what = "unknown error";
     try {
       std::rethrow_exception(ep);
     } catch (const std::exception& ex) {
-      e.message = ex.what();
+      what = ex.what();
     } catch (...) {
-      e.message = "unknown error";
     }
-    send_error(res, e);
+    send_error(res, server_error(500, what));
   });
 }
 
@@ -320,15 +316,7 @@ int serve_main(const ServeOptions& o) {
   auto loaded = o.model.empty() ? load_builtin_api_model() : load_api_model(o.model, o.mmap);
   if (!loaded.is_ok()) return fail(loaded.status().to_string());
   api::LoadedModel& model = **loaded;
-  if (!o.chat_template.empty()) {
-    std::string source = o.chat_template, name = o.chat_template;
-    if (o.chat_template != "chatml") {
-      std::ifstream in(o.chat_template, std::ios::binary);
-      if (!in) return fail(fmt::format("--chat-template {}: not a readable file (the built-in name is 'chatml')", o.chat_template));
-      source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    if (Status st = model.set_chat_template(source, name); !st.is_ok()) return fail(st.to_string());
-  }
+  if (Status st = set_chat_template_option(model, o.chat_template); !st.is_ok()) return fail(st.message());
   const int per_slot = o.n_ctx > 0 ? o.n_ctx / o.parallel : std::min(model.n_ctx_train(), 4096);
   if (per_slot < 8) return fail(fmt::format("-c {} over --parallel {} leaves {} positions per slot", o.n_ctx, o.parallel, per_slot));
   if (Status st = check_context(model.internal(), per_slot, o.batch, true, o.parallel); !st.is_ok()) return fail(st.to_string());
