@@ -129,6 +129,10 @@ TEST(ChatTemplate, JinjaSemantics) {
   EXPECT_EQ(run("{{ [3, 1, 2] | sort | join(',') }}"), "1,2,3");
   EXPECT_EQ(run("{{ 'abcdef'[1:4] }}|{{ 'abcdef'[::-1] }}|{{ [1,2,3,4][-2:] }}"), "bcd|fedcba|[3, 4]");
   EXPECT_EQ(run("{% for x in 'abc' %}{{ loop.index }}{{ x }}{{ '|' if not loop.last }}{% endfor %}"), "1a|2b|3c");
+  // The loop object is built only for bodies that name it; nesting keeps each loop's own.
+  EXPECT_EQ(run("{% for a in [1, 2] %}{% for b in [3, 4] %}{{ b }}{% endfor %}{{ loop.index }}{% endfor %}"), "341342");
+  EXPECT_EQ(run("{% for a in 'xy' %}{% for b in 'pq' %}{{ loop.index }}{% endfor %}{{ a }}{% endfor %}"), "12x12y");
+  EXPECT_EQ(run("{% for a in 'xy' %}{{ loop.first }}{% for b in 'p' %}{{ loop.length }}{% endfor %}{% endfor %}"), "True1False1");
   EXPECT_EQ(run("{% set x = 1 %}{% for i in range(3) %}{% set x = i %}{% endfor %}{{ x }}"), "1");
   EXPECT_EQ(run("{% set ns = namespace(x=1) %}{% for i in range(3) %}{% set ns.x = ns.x + i %}{% endfor %}{{ ns.x }}"), "4");
   EXPECT_EQ(run("{{ 7 // 2 }} {{ 7 / 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ 2 ** 10 }} {{ 1.0 }} {{ 1e20 }}"),

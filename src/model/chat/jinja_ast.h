@@ -69,6 +69,7 @@ struct Stmt {
   ExprPtr expr;
   std::vector<Body> bodies;
   std::vector<std::pair<std::string, ExprPtr>> params;  // macro parameters and defaults (null: none)
+  bool uses_loop = false;  // for: the body names `loop` (lexically; macros do not see a caller's loop)
 };
 
 }  // namespace ork::jinja

@@ -218,7 +218,7 @@ class Interpreter {
     for (int64_t i = 0; i < n; ++i) {
       frames_.emplace_back();
       bind_targets(s.targets, items[static_cast<size_t>(i)]);
-      assign("loop", loop_object(items, i));
+      if (s.uses_loop) assign("loop", loop_object(items, i));
       try {
         exec(s.bodies[0], out);
       } catch (const BreakLoop&) {

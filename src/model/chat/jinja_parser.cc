@@ -1,5 +1,6 @@
 #include "model/chat/jinja_parser.h"
 
+#include <cstdint>
 #include <cstdlib>
 
 #include "model/chat/jinja_lexer.h"
@@ -131,7 +132,9 @@ class Parser {
       }
       if (at_name("recursive")) fail("recursive for loops are not supported");
       expect_block_end();
+      const int64_t loop_refs = loop_refs_;
       s->bodies.push_back(statements({"else", "endfor"}));
+      s->uses_loop = loop_refs_ != loop_refs;
       next();
       if (next().text == "else") {
         expect_block_end();
@@ -511,6 +514,7 @@ class Parser {
         if (n == "none" || n == "None") return next(), lit(Value::none());
         auto e = make(Expr::Kind::kName, t.line);
         e->name = next().text;
+        if (e->name == "loop") ++loop_refs_;
         return e;
       }
       case K::kOp:
@@ -567,6 +571,7 @@ class Parser {
   std::vector<Token> t_;
   size_t i_ = 0;
   int depth_ = 0;
+  int64_t loop_refs_ = 0;  // names `loop` parsed so far: a for body without one needs no loop object
 };
 
 }  // namespace
