@@ -11,6 +11,20 @@
 //   kI6    (nibble | 2 bits << 4) - 32
 //   kI8    the int8 byte
 //   kI8s   int8(((high << 4) | low) ^ 0x80) - 8  =  16 (high - 8) + (low - 8)
+//
+// The block kinds carry a llama.cpp K-quant's codes and scales exactly
+// (quant/carry.h): rows are super-blocks of 256 weights, each with its own
+// f16 scale d (and, for q4k, f16 dmin), and every 32 (q4k) or 16 (q6k)
+// weights a small integer sub-scale. The per-row scale is 1 and
+//
+//   kQ4k   w = d * sc[j / 32] * nibble - dmin * m[j / 32]
+//   kQ6k   w = d * sc[j / 16] * (six-bit code - 32)
+//
+// so y[t][r] = act_scale[t] * sum over super-blocks of
+// (d * sum_sub sc * dot_sub - dmin * sum_sub m * act_sum_sub): integer
+// within a super-block, float across them (the SIMD kernels add those
+// floats in another order, so they agree with the reference to rounding,
+// not bit for bit).
 #pragma once
 
 #include <array>
@@ -20,7 +34,9 @@
 
 namespace ork {
 
-enum class CodeKind { kI4, kNf4, kI5, kI6, kI8, kI8s };
+enum class CodeKind { kI4, kNf4, kI5, kI6, kI8, kI8s, kQ4k, kQ6k };
+
+inline bool block_kind(CodeKind kind) { return kind == CodeKind::kQ4k || kind == CodeKind::kQ6k; }
 
 // The NF4 codebook as int8: round(127 * level). Reading nf4 through these
 // codes (and scale_mul 1/127) moves each level by at most 0.5/127 of the
@@ -32,12 +48,13 @@ struct QuantWeights {
   CodeKind kind = CodeKind::kI4;
   const uint8_t* p0 = nullptr;  // first plane of row 0 (nibbles or int8 bytes)
   const uint8_t* p1 = nullptr;  // second plane of row 0 (bits or low nibbles), if any
-  const float* scales = nullptr;
+  const float* scales = nullptr;  // per row (1 for the block kinds)
   float scale_mul = 1.0f;
   int64_t rows = 0;
   int64_t k = 0;  // stored K, a multiple of 32
 };
 
+// The block kinds' super-block headers: quant/tier.h.
 // Bytes per row of each plane of a kind.
 inline int64_t plane0_row_bytes(CodeKind kind, int64_t k) { return kind == CodeKind::kI8 ? k : k / 2; }
 inline int64_t plane1_row_bytes(CodeKind kind, int64_t k) {
@@ -45,9 +62,13 @@ inline int64_t plane1_row_bytes(CodeKind kind, int64_t k) {
     case CodeKind::kI5: return k / 8;
     case CodeKind::kI6: return k / 4;
     case CodeKind::kI8s: return k / 2;
+    case CodeKind::kQ4k: return k / kSuperBlock * kQ4kHeaderBytes;
+    case CodeKind::kQ6k: return k / 4 + k / kSuperBlock * kQ6kHeaderBytes;
     default: return 0;
   }
 }
+// Where a block kind's super-block headers start within a row's plane 1.
+inline int64_t block_headers_offset(CodeKind kind, int64_t k) { return kind == CodeKind::kQ6k ? k / 4 : 0; }
 
 // The kernel view of a stored tier tensor (quantized tiers only).
 // `i8s_high_only` reads an i8s tensor as its high plane (the CPU's fast

@@ -15,6 +15,7 @@
 #include "format/gguf/gguf.h"
 #include "format/gguf/gguf_writer.h"
 #include "format/orkpack/orkpack.h"
+#include "quant/carry.h"
 #include "quant/gptq.h"
 #include "quant/imatrix.h"
 
@@ -159,7 +160,15 @@ struct Measured {
   PlanTensor plan;
   std::map<Tier, bool> rotated;  // per tier: whether the rotated variant measured better
   std::optional<Tier> router;    // a MoE router's tier (fixed whatever the rules say)
+  std::optional<Tier> carried;   // carried as it is (quant/carry.h)
 };
+
+// The tier that carries t, if carrying applies: a K-quant of whole
+// super-blocks that no rule or map fixes at another tier.
+std::optional<Tier> carry_tier(const PackOptions& o, const GgufTensorInfo& t, std::optional<Tier> fixed) {
+  if (!o.carry || fixed) return std::nullopt;
+  return carrier_tier(t.type, static_cast<int64_t>(t.ne(0)));
+}
 
 bool is_router(const std::string& name) { return name.find("ffn_gate_inp") != std::string::npos; }
 
@@ -413,7 +422,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
   const int threads = pack_threads(o);
   // Pass 1: measure, one unit per worker.
   std::vector<Measured> measured;
-  uint64_t fixed_bytes = 0, params = 0;
+  uint64_t fixed_bytes = 0, params = 0, source_bytes = 0;
   using MaybeMeasured = std::optional<Measured>;
   const Status measuring = ordered_parallel<MaybeMeasured>(
       units.size(), threads,
@@ -421,6 +430,28 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
         const GgufTensorInfo& t = units[i];
         if (!is_matrix(t)) return MaybeMeasured();
         ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t));
+        std::optional<Tier> carried = carry_tier(o, t, fixed);
+        if (fixed && carried_tier(*fixed)) {
+          // A rule or map may name q4k / q6k (a tier map written by a pack
+          // that carried does): only for the tensors they carry.
+          if (carrier_tier(t.type, static_cast<int64_t>(t.ne(0))) != fixed) {
+            return error(StatusCode::kInvalidArgument,
+                         "{}: tensor '{}' is {}, but tier {} only carries {} tensors of whole 256-weight super-blocks",
+                         o.input, escape_text(t.name), ggml_type_name(t.type), tier_name(*fixed),
+                         *fixed == Tier::kQ4k ? "Q4_K" : "Q6_K");
+          }
+          carried = fixed;
+        }
+        if (carried) {
+          Measured m;
+          m.plan.name = t.name;
+          m.plan.params = t.elems;
+          const auto rows = static_cast<int64_t>(t.rows());
+          m.plan.options.push_back({*carried, tier_data_bytes(*carried, rows, static_cast<int64_t>(t.ne(0))) + 4ull * rows, 0.0});
+          m.rotated[*carried] = false;
+          m.carried = carried;
+          return MaybeMeasured(std::move(m));
+        }
         ORK_ASSIGN_OR_RETURN(Measured m, measure(o, t, o.rotation_seed, fixed));
         if (is_router(t.name)) m.router = fixed;
         return MaybeMeasured(std::move(m));
@@ -428,6 +459,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
       [&](size_t i, MaybeMeasured& m) -> Status {
         const GgufTensorInfo& t = units[i];
         params += t.elems;
+        source_bytes += m && m->carried ? m->plan.options[0].bytes : t.bytes;
         if (progress) progress(0, i, units.size(), t.name);
         if (m) {
           measured.push_back(std::move(*m));
@@ -442,8 +474,8 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
     // Rules and maps may name any measured tier; the free plan uses the
     // candidates. MoE routers keep their tier whatever the rules say (router_tier).
     std::vector<PlanTensor> one = {m.plan};
-    if (m.router) {
-      one[0].fixed = *m.router;
+    if (m.router || m.carried) {
+      one[0].fixed = m.router ? *m.router : *m.carried;
     } else {
       ORK_RETURN_IF_ERROR(apply_fixed_tiers(one, o.rules, o.tier_map.tiers));
     }
@@ -468,8 +500,10 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
   }
   // With no budget, the smallest plan is the plan (rules and maps decide).
   uint64_t budget = smallest;
-  if (o.budget || o.bpw) {
-    const uint64_t total = o.bpw ? static_cast<uint64_t>(*o.bpw * static_cast<double>(params) / 8.0) : *o.budget;
+  if (o.budget || o.bpw || o.source_budget) {
+    const uint64_t total = o.bpw      ? static_cast<uint64_t>(*o.bpw * static_cast<double>(params) / 8.0)
+                           : o.budget ? *o.budget
+                                      : source_bytes;
     budget = total > fixed_bytes ? total - fixed_bytes : 0;
   }
   PackReport report;
@@ -525,6 +559,13 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
           spec.tier = Tier::kF32;
         }
         spec.rotation_block = p.rotated ? static_cast<uint32_t>(rotation_block(ks)) : 0;
+        if (is_matrix(t) && measured[measured_index[i]].carried) {
+          p.data.resize(tier_data_bytes(spec.tier, rows, ks));
+          p.scales.resize(static_cast<size_t>(rows));
+          ORK_RETURN_IF_ERROR(carry_rows(t.type, t.data, rows, ks, p.data.data(), p.scales.data()));
+          spec.error = 0.0f;  // the source's own weights
+          return p;
+        }
         const std::vector<float> w = load_rows(t, ks, p.rotated, o.rotation_seed);
         ORK_RETURN_IF_ERROR(check_finite(o.input, t, w, ks));
         const std::vector<float> imp = is_matrix(t) ? importance_for(o, t, ks, p.rotated) : std::vector<float>{};
@@ -543,7 +584,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
         const GgufTensorInfo& t = units[i];
         if (progress) progress(1, i, units.size(), t.name);
         ORK_RETURN_IF_ERROR(writer.add_tensor(p.spec, p.data, p.scales));
-        report.tensors.push_back({t.name, p.spec.tier, p.rotated, t.elems, p.data.size() + p.scales.size() * 4, p.spec.error});
+        report.tensors.push_back({t.name, p.spec.tier, t.type, p.rotated, t.elems, p.data.size() + p.scales.size() * 4, p.spec.error});
         return Status::ok();
       });
   ORK_RETURN_IF_ERROR(writing);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "format/gguf/ggml_type.h"
 #include "ork/status.h"
 #include "quant/planner.h"
 #include "quant/rotation.h"
@@ -27,6 +28,13 @@ struct PackOptions {
   std::optional<double> bpw;        // budget as bits per weight over all parameters
   std::optional<uint64_t> budget;   // budget in bytes (all tensors)
   bool budget_is_default = false;   // if the budget cannot be met, pack the smallest plan instead of failing
+  // Carry Q4_K / Q6_K tensors' own codes and scales into q4k / q6k
+  // (quant/carry.h) unless a rule or the tier map fixes another tier:
+  // no second rounding, and no measuring.
+  bool carry = true;
+  // With no budget given: the source's own tensor bytes (carried tensors at
+  // their carried size), so a quantized GGUF keeps its size.
+  bool source_budget = false;
   const ImportanceMatrix* imatrix = nullptr;
   std::string calibration_source;   // recorded in the metadata
   std::vector<TierRule> rules;
@@ -45,6 +53,7 @@ struct PackOptions {
 struct PackedTensorReport {
   std::string name;
   Tier tier;
+  GgmlType source;  // the tensor's type in the GGUF
   bool rotated;
   uint64_t params;
   uint64_t bytes;

@@ -20,6 +20,8 @@ constexpr std::array<TierInfo, kTierCount> kTiers = {{
     {Tier::kI6, "i6", 6, true},
     {Tier::kI8s, "i8s", 8, true},
     {Tier::kBf16, "bf16", 16, false},
+    {Tier::kQ4k, "q4k", 4, true},
+    {Tier::kQ6k, "q6k", 6, true},
 }};
 
 // Bytes per row of each plane: [first plane, second plane].
@@ -34,6 +36,8 @@ std::array<int64_t, 2> plane_row_bytes(Tier tier, int64_t k) {
     case Tier::kI5: return {k / 2, k / 8};
     case Tier::kI6: return {k / 2, k / 4};
     case Tier::kI8s: return {k / 2, k / 2};
+    case Tier::kQ4k: return {k / 2, k / kSuperBlock * kQ4kHeaderBytes};
+    case Tier::kQ6k: return {k / 2, k / 4 + k / kSuperBlock * kQ6kHeaderBytes};
   }
   return {0, 0};
 }
@@ -179,6 +183,8 @@ void dequantize_tier_row(const TierTensor& t, int64_t r, float* out) {
     case Tier::kI5: tiers::dequantize_wide_row(1, in, s, k, out); return;
     case Tier::kI6: tiers::dequantize_wide_row(2, in, s, k, out); return;
     case Tier::kI8s: tiers::dequantize_i8s_row(in, s, k, out); return;
+    case Tier::kQ4k: tiers::dequantize_q4k_row(in, s, k, out); return;
+    case Tier::kQ6k: tiers::dequantize_q6k_row(in, s, k, out); return;
   }
 }
 

@@ -21,8 +21,10 @@ enum class Tier : uint32_t {
   kI6 = 6,
   kI8s = 7,
   kBf16 = 8,
+  kQ4k = 9,  // a Q4_K source's blocks, carried (quant/carry.h); CPU only
+  kQ6k = 10, // a Q6_K source's blocks, carried; CPU only
 };
-inline constexpr uint32_t kTierCount = 9;
+inline constexpr uint32_t kTierCount = 11;
 
 struct TierInfo {
   Tier tier;
@@ -42,6 +44,21 @@ std::string tier_names();
 // reads them; the integer kernels and engines do not).
 inline bool float_tier(Tier tier) { return tier == Tier::kF32 || tier == Tier::kF16 || tier == Tier::kBf16; }
 
+// q4k and q6k: block-scaled tiers that only carry a GGUF K-quant's own
+// codes and scales (quant/carry.h); nothing is quantized into them from
+// floats, and their rows are whole super-blocks (k_stored % 256 == 0).
+inline bool carried_tier(Tier tier) { return tier == Tier::kQ4k || tier == Tier::kQ6k; }
+
+// Their super-block, and the header each super-block of a row keeps at the
+// end of the row's plane-1 bytes (after q6k's 2-bit plane):
+//   q4k: f16 d, f16 dmin, uint8 sc[8], uint8 m[8]   (20 bytes; sc, m < 64)
+//   q6k: f16 d, int8 sc[16]                          (18 bytes)
+// Plane 0 is a nibble plane as i4's (q6k: the low 4 bits; its 2-bit plane
+// as i6's holds the high two), codes unsigned: q4k 0..15, q6k 0..63.
+inline constexpr int64_t kSuperBlock = 256;
+inline constexpr int64_t kQ4kHeaderBytes = 20;
+inline constexpr int64_t kQ6kHeaderBytes = 18;
+
 // Rows are stored padded with zeros to a multiple of this many weights.
 inline constexpr int64_t kTierGroup = 32;
 inline int64_t tier_stored_k(int64_t k) { return (k + kTierGroup - 1) / kTierGroup * kTierGroup; }
@@ -58,7 +75,7 @@ struct TierTensor {
   int64_t k_stored = 0;
 };
 
-// Quantizes `rows` rows of `k_stored` floats (already padded, and rotated if
+// Quantizes `rows` rows of `k_stored` floats (not into a carried tier) (already padded, and rotated if
 // the tensor is) into `data` (tier_data_bytes) and `scales` (rows floats;
 // unused for float tiers). `importance` holds one non-negative weight per
 // column, or is null for uniform: the scale of each row minimises

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -19,6 +20,8 @@
 
 #include "kernels/cpu/targets.h"
 #include "kernels/ref/quant_matmul.h"
+#include "core/half.h"
+#include "quant/carry.h"
 #include "quant/test_matrices.h"
 
 namespace ork {
@@ -37,6 +40,8 @@ const char* kind_name(CodeKind kind) {
     case CodeKind::kI6: return "i6";
     case CodeKind::kI8: return "i8";
     case CodeKind::kI8s: return "i8s";
+    case CodeKind::kQ4k: return "q4k";
+    case CodeKind::kQ6k: return "q6k";
   }
   return "?";
 }
@@ -68,6 +73,27 @@ struct RandomWeights {
     view.k = k;
   }
 };
+
+// The block kinds' random planes with valid super-block headers: d and
+// dmin finite and small, q4k's sub-scales and mins below 64.
+void make_headers_valid(RandomWeights& w, std::mt19937& rng) {
+  std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
+  const int64_t b1 = plane1_row_bytes(w.view.kind, w.view.k);
+  const int64_t header = w.view.kind == CodeKind::kQ4k ? kQ4kHeaderBytes : kQ6kHeaderBytes;
+  for (int64_t r = 0; r < w.view.rows; ++r) {
+    w.scales[static_cast<size_t>(r)] = 1.0f;
+    auto* headers = const_cast<uint8_t*>(w.view.p1) + r * b1 + block_headers_offset(w.view.kind, w.view.k);
+    for (int64_t b = 0; b < w.view.k / kSuperBlock; ++b) {
+      uint8_t* h = headers + b * header;
+      const uint16_t d = f32_to_f16(scale(rng)), dmin = f32_to_f16(scale(rng));
+      std::memcpy(h, &d, 2);
+      if (w.view.kind == CodeKind::kQ4k) {
+        std::memcpy(h + 2, &dmin, 2);
+        for (int i = 4; i < 20; ++i) h[i] &= 63;
+      }
+    }
+  }
+}
 
 struct RandomActs {
   std::vector<int8_t> q;
@@ -153,15 +179,65 @@ TEST_F(EveryTarget, QuantMatmulMatchesReferenceForEveryKind) {
   }
 }
 
+// The block kinds: every target against the reference to float rounding
+// (super-blocks are summed in another order), over decode, batches of 2
+// and 3, tiles of 4, token chunks, row tails and partial ranges.
+TEST_F(EveryTarget, BlockKindsMatchReference) {
+  std::mt19937 rng(3);
+  struct Shape {
+    int64_t rows, k;
+    int n;
+    int64_t begin, end;
+  };
+  const Shape shapes[] = {{1, 256, 1, 0, 1},  {7, 512, 1, 0, 7},    {5, 256, 2, 0, 5},   {9, 768, 3, 1, 9},
+                          {4, 2048, 4, 0, 4}, {6, 256, 5, 0, 6},    {3, 1024, 9, 0, 3},  {10, 2048, 1, 1, 9},
+                          {4, 256, 70, 0, 4}, {5, 512, 13, 0, 5},   {3, 4096, 1, 0, 3},  {2, 256, 8, 0, 2},
+                          {11, 5632, 1, 0, 11}, {4, 1280, 6, 1, 4}};
+  for (CodeKind kind : {CodeKind::kQ4k, CodeKind::kQ6k}) {
+    for (const Shape& s : shapes) {
+      for (int misalign : {0, 1}) {
+        RandomWeights w(kind, s.rows, s.k, misalign, rng);
+        make_headers_valid(w, rng);
+        RandomActs a(s.n, s.k, misalign * 3, rng);
+        const int64_t ldy = s.rows + 2;
+        std::vector<float> want(static_cast<size_t>(s.n * ldy), -7.0f);
+        ref::quant_matmul(w.view, a.view, want.data(), ldy, s.begin, s.end);
+        // What rounding can move: the sum of |w * a| over the row.
+        std::vector<float> mag(want.size(), 0.0f), row(static_cast<size_t>(s.k));
+        for (int64_t r = s.begin; r < s.end; ++r) {
+          ref::dequantize_codes_row(w.view, r, row.data());
+          for (int t = 0; t < s.n; ++t) {
+            double m = 0;
+            for (int64_t j = 0; j < s.k; ++j) m += std::fabs(row[static_cast<size_t>(j)] * a.view.q[t * s.k + j]);
+            mag[static_cast<size_t>(t * ldy + r)] = static_cast<float>(m * a.view.scale[t]);
+          }
+        }
+        for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+          cpu::force_target(t);
+          std::vector<float> got(want.size(), -7.0f);
+          cpu::quant_matmul(w.view, a.view, got.data(), ldy, s.begin, s.end);
+          for (size_t i = 0; i < want.size(); ++i) {
+            ASSERT_NEAR(got[i], want[i], 2e-6f * mag[i]) << cpu::target_name(t) << " " << kind_name(kind) << " rows=" << s.rows
+                                                        << " k=" << s.k << " n=" << s.n << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The embedding lookup: every kind's rows as floats, bit for bit with the
 // reference on every target, whole groups and an odd group at the end.
 TEST_F(EveryTarget, DequantizeRowMatchesReference) {
   std::mt19937 rng(4);
-  for (CodeKind kind : kKinds) {
+  for (CodeKind kind : {CodeKind::kI4, CodeKind::kNf4, CodeKind::kI5, CodeKind::kI6, CodeKind::kI8, CodeKind::kI8s,
+                        CodeKind::kQ4k, CodeKind::kQ6k}) {
     for (int64_t k : {32, 64, 96, 2048, 2080}) {
+      if (block_kind(kind) && k % kSuperBlock != 0) continue;
       for (int misalign : {0, 1}) {
         const int64_t rows = 3;
         RandomWeights w(kind, rows, k, misalign, rng);
+        if (block_kind(kind)) make_headers_valid(w, rng);
         for (int64_t r = 0; r < rows; ++r) {
           std::vector<float> want(static_cast<size_t>(k));
           ref::dequantize_codes_row(w.view, r, want.data());

@@ -74,6 +74,49 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"IQ4_XS", 0.023f, 0.023f}, Case{"Q3_K_S", 0.033f, 0.033f}, Case{"Q2_K", 0.048f, 0.048f}),
     [](const auto& param_info) { return std::string(param_info.param.type); });
 
+// The quantized fixtures packed as `ork pack` does by default (their
+// K-quants carried into q4k / q6k, the rest within their own bytes), on the
+// fast path, against llama.cpp's logits of the source file. Bounds: about
+// 1.5x the measured difference (printed), which per-token int8 activations
+// (llama.cpp: per-256 blocks) make a little wider than the reference's.
+struct PackCase {
+  const char* type;
+  float fast_tolerance;
+};
+class CarriedPackLogits : public ::testing::TestWithParam<PackCase> {};
+
+TEST_P(CarriedPackLogits, MatchLlamaCpp) {
+  const PackCase c = GetParam();
+  const std::string file = std::string("fixtures/quant/model-") + c.type + ".gguf";
+  ORK_REQUIRE_TESTDATA(file);
+  PackOptions o;
+  o.input = testing::testdata(file);
+  o.output = ::testing::TempDir() + "/carried-" + c.type + ".orkpack";
+  o.source_budget = true;
+  o.budget_is_default = true;
+  auto report = pack_model(o);
+  ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+  int carried = 0;
+  for (const auto& t : report->tensors) {
+    if (t.source == GgmlType::kQ4_K || t.source == GgmlType::kQ6_K) {
+      EXPECT_TRUE(carried_tier(t.tier)) << t.name << " is " << tier_name(t.tier);
+      ++carried;
+    }
+  }
+  EXPECT_GT(carried, 0);
+  const std::vector<float> want =
+      testing::read_floats_text(testing::testdata(std::string("fixtures/quant/") + c.type + ".logits.txt"));
+  const std::vector<float> got = eval_fixture(o.output, {1, 100, 200, 300, 400, 50, 60, 70}, true);
+  ASSERT_EQ(got.size(), want.size());
+  const float diff = max_abs_diff(got, want);
+  std::printf("%s carried, fast: max|dlogit| %.3g (%d tensors carried)\n", c.type, diff, carried);
+  EXPECT_LE(diff, c.fast_tolerance) << c.type;
+}
+
+INSTANTIATE_TEST_SUITE_P(KQuants, CarriedPackLogits,
+                         ::testing::Values(PackCase{"Q4_K_S", 0.016f}, PackCase{"Q6_K", 0.014f}),
+                         [](const auto& info) { return std::string(info.param.type); });
+
 std::vector<int32_t> read_ids(const std::string& path) {
   std::vector<int32_t> ids;
   std::ifstream in(path);

@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/imatrix_collect.h"
+#include "quant/carry.h"
 #include "quant/imatrix.h"
 #include "quant/packer.h"
 #include "text_input.h"
@@ -86,7 +87,15 @@ int pack(const PackCliOptions& c) {
     o.tier_map = std::move(map).value();
   }
   if (!o.bpw && !o.budget && o.rules.empty() && o.tier_map.empty()) {
-    o.bpw = 4.5;
+    // A quantized source keeps its size: its K-quants are carried and the
+    // rest share what their own bytes were. A float one gets 4.5 bpw.
+    auto source = GgufFile::open(c.input);
+    if (!source.is_ok()) return fail(source.status().to_string());
+    if (quantized_source(*source)) {
+      o.source_budget = true;
+    } else {
+      o.bpw = 4.5;
+    }
     o.budget_is_default = true;
   }
 

@@ -57,6 +57,10 @@ Status read_entry(ByteCursor& cur, uint64_t data_size, OrkpackTensor* e) {
     return bad(fmt::format("k_stored {} is not ne[0] = {} rounded up to {}", k_stored, s.dims[0], kTierGroup));
   }
   s.k_stored = static_cast<int64_t>(k_stored);
+  if (carried_tier(s.tier) && (k_stored % kSuperBlock != 0 || k_stored != s.dims[0])) {
+    return bad(fmt::format("tier {} needs rows of whole {}-weight super-blocks, not k_stored {} (ne[0] {})",
+                           tier_name(s.tier), kSuperBlock, k_stored, s.dims[0]));
+  }
   if (rotation > 1) return Status(StatusCode::kUnsupported, fmt::format("{}: unknown rotation {}", t, rotation));
   const uint32_t b = s.rotation_block;
   if ((rotation == 0) != (b == 0) || (b != 0 && ((b & (b - 1)) != 0 || k_stored % b != 0))) {
@@ -127,6 +131,35 @@ Status check_finite(const OrkpackTensor& e) {
         std::memcpy(&h, e.data + 2 * i, 2);
         if ((h & exponent) == exponent) {
           return bad("weight", i, e.spec.tier == Tier::kF16 ? f16_to_f32(h) : bf16_to_f32(h));
+        }
+      }
+      break;
+    }
+    case Tier::kQ4k:
+    case Tier::kQ6k: {
+      // The super-block scales d (and q4k's dmin), f16 in each header.
+      const int64_t k = e.spec.k_stored, rows = e.spec.rows();
+      const bool q4k = e.spec.tier == Tier::kQ4k;
+      const int64_t row1 = q4k ? k / kSuperBlock * kQ4kHeaderBytes : k / 4 + k / kSuperBlock * kQ6kHeaderBytes;
+      const uint8_t* plane1 = e.data + k / 2 * rows;
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* headers = plane1 + r * row1 + (q4k ? 0 : k / 4);
+        for (int64_t b = 0; b < k / kSuperBlock; ++b) {
+          for (int f = 0; f < (q4k ? 2 : 1); ++f) {
+            uint16_t h;
+            std::memcpy(&h, headers + b * (q4k ? kQ4kHeaderBytes : kQ6kHeaderBytes) + 2 * f, 2);
+            if ((h & 0x7C00) == 0x7C00) {
+              return bad(f == 0 ? "the scale d of super-block" : "the scale dmin of super-block",
+                         static_cast<uint64_t>(r * (k / kSuperBlock) + b), f16_to_f32(h));
+            }
+          }
+          // q4k's sub-scales and mins are six-bit, as Q4_K's are.
+          for (int i = 4; q4k && i < kQ4kHeaderBytes; ++i) {
+            if (headers[b * kQ4kHeaderBytes + i] >= 64) {
+              return error(StatusCode::kCorrupt, "tensor '{}': super-block {} has a sub-scale of {}; q4k's are below 64",
+                           escape_text(e.spec.name), r * (k / kSuperBlock) + b, headers[b * kQ4kHeaderBytes + i]);
+            }
+          }
         }
       }
       break;

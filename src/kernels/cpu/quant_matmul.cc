@@ -30,6 +30,7 @@
 
 #include "kernels/cpu/targets.h"
 #include "kernels/ref/quant_matmul.h"
+#include "quant/block_header.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/quant_matmul.cc"
@@ -622,6 +623,249 @@ void MatmulKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy
   }
 }
 
+// ---------------------------------------------------------------------------
+// The block kinds (q4k, q6k: a GGUF K-quant's codes and scales carried
+// exactly). Codes inflate as i4's and i6's do (q6k's then less 32, signed);
+// each pair sum meets its sub-block's integer scale in the widening
+// multiply-add (pmaddwd against the scales instead of ones), so a
+// super-block's 256 weights sum exactly in int32; at its end the int32
+// lanes go to float and meet d. q4k's mins come off once per row: dmin
+// times the integer sum of m times each group's activation sum.
+
+// The scale byte each int16 lane of a step's code vector takes, as an index
+// into the super-block's sub-scales (broadcast to every 128-bit block), in
+// the high byte of the lane (0x80 zeroes the low one; a shift right by 8
+// then sign-extends it). Lane byte p of code vector `half` (c0, c1) of
+// step s covers group s * kStepGroups + p / 16, its first (c0) or second
+// (c1) 16 weights: q4k takes the group's scale, q6k the 16-weight
+// sub-block's.
+template <CodeKind K>
+struct BlockScaleTables {
+  static constexpr int kSteps = static_cast<int>(kSuperBlock / 32 / kStepGroups);
+  uint8_t idx[kSteps][2][kL];
+  constexpr BlockScaleTables() : idx{} {
+    for (int st = 0; st < kSteps; ++st) {
+      for (int half = 0; half < 2; ++half) {
+        for (size_t p = 0; p < kL; ++p) {
+          const int group = st * kStepGroups + static_cast<int>(p / 16);
+          const int sub = K == CodeKind::kQ4k ? group : 2 * group + half;
+          idx[st][half][p] = p % 2 == 0 ? 0x80 : static_cast<uint8_t>(sub);
+        }
+      }
+    }
+  }
+};
+template <CodeKind K>
+alignas(32) constexpr BlockScaleTables<K> kBlockScales{};
+
+// acc + sum of adjacent pairs of p * s (int16 -> int32).
+HWY_INLINE VI32 ScaledWidenAdd(VI16 p, VI16 s, VI32 acc) {
+#if ORK_X86_256
+  return hn::Add(acc, VI32{_mm256_madd_epi16(p.raw, s.raw)});
+#elif ORK_X86_128
+  return hn::Add(acc, VI32{_mm_madd_epi16(p.raw, s.raw)});
+#else
+  const DI32 d32;
+  const auto p32 = hn::BitCast(d32, p), s32 = hn::BitCast(d32, s);
+  const auto even = hn::Mul(hn::ShiftRight<16>(hn::ShiftLeft<16>(p32)), hn::ShiftRight<16>(hn::ShiftLeft<16>(s32)));
+  const auto odd = hn::Mul(hn::ShiftRight<16>(p32), hn::ShiftRight<16>(s32));
+  return hn::Add(acc, hn::Add(even, odd));
+#endif
+}
+
+template <CodeKind K>
+struct BlockCodes {
+  static constexpr CodeKind kBase = K == CodeKind::kQ4k ? CodeKind::kI4 : CodeKind::kI6;
+  using Base = Codes<kBase>;
+  static constexpr int64_t kHeader = K == CodeKind::kQ4k ? kQ4kHeaderBytes : kQ6kHeaderBytes;
+  static constexpr int64_t kScalesAt = K == CodeKind::kQ4k ? 4 : 2;  // within a header
+
+  // Pair sums of the step's two code vectors against their activations.
+  static HWY_INLINE void Pairs(VU8 c, VI8 a, VI16& p) {
+    if constexpr (K == CodeKind::kQ4k) {
+      p = PairsUnsigned(c, a);
+    } else {
+      p = PairsSigned(hn::Sub(hn::BitCast(DI8(), c), hn::Set(DI8(), 32)), a);
+    }
+  }
+
+  // The super-block's sub-scales in every 128-bit block.
+  static HWY_INLINE VU8 ScaleSource(const uint8_t* header) {
+    const DU8 du;
+    if constexpr (K == CodeKind::kQ4k) {
+      uint64_t v;
+      std::memcpy(&v, header + kScalesAt, 8);
+      return hn::BitCast(du, hn::Set(hn::Repartition<uint64_t, DU8>(), v));
+    } else {
+      return hn::LoadDup128(du, header + kScalesAt);
+    }
+  }
+
+  static HWY_INLINE VI16 StepScales(VU8 source, int st, int half) {
+    const DU8 du;
+    const auto bytes = hn::TableLookupBytesOr0(source, hn::Load(du, kBlockScales<K>.idx[st][half]));
+    return hn::ShiftRight<8>(hn::BitCast(DI16(), bytes));
+  }
+};
+
+template <CodeKind K, int R, int T, bool kFar = false>
+HWY_NOINLINE void BlockTile(const QuantWeights& w, const QuantActs& a, const int8_t* panel, const int32_t* group_sums,
+                            int64_t r0, int t0, float* y, int64_t ldy, int64_t stride = 1) {
+  if constexpr (!kFar) stride = 1;
+  using C = BlockCodes<K>;
+  using Base = typename C::Base;
+  const DI8 di;
+  const DI32 d32;
+  const hn::Repartition<float, DI32> df;
+  const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
+  const int64_t headers_at = block_headers_offset(K, w.k);
+  const uint8_t* row0[R];
+  const uint8_t* row1[R];
+  const uint8_t* headers[R];
+  for (int r = 0; r < R; ++r) {
+    row0[r] = w.p0 + (r0 + r * stride) * b0;
+    row1[r] = w.p1 + (r0 + r * stride) * b1;
+    headers[r] = row1[r] + headers_at;
+  }
+  constexpr int64_t step0 = kPlane0StepBytes<C::kBase>, step1 = kPlane1StepBytes<C::kBase>;
+  const int64_t ahead = kFar ? 0 : std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1)));
+  const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
+  const uint8_t* next1 = w.p1 + (r0 + R * ahead) * b1;
+
+  hn::Vec<decltype(df)> facc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) facc[r][t] = hn::Zero(df);
+  }
+  constexpr int kSteps = BlockScaleTables<K>::kSteps;
+  const int64_t blocks = w.k / kSuperBlock;
+  for (int64_t b = 0; b < blocks; ++b) {
+    VI32 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(d32);
+    }
+    VU8 source[R];
+    for (int r = 0; r < R; ++r) {
+      source[r] = C::ScaleSource(headers[r] + b * C::kHeader);
+      if constexpr (kFar) hwy::Prefetch(headers[r] + b1 + b * C::kHeader);
+    }
+    for (int st = 0; st < kSteps; ++st) {
+      const int64_t at_step = b * kSteps + st;
+      const int64_t g = at_step * kStepGroups;
+      if constexpr (kFar) {
+        for (int r = 0; r < R; ++r) {
+          PrefetchSpan<step0>(row0[r] + kFarPrefetchBytes + at_step * step0);
+          if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + b1 + at_step * step1);
+        }
+      } else {
+        PrefetchSpan<R * step0>(next0 + at_step * R * step0);
+        PrefetchSpan<R * (step1 > 0 ? step1 : 8)>(next1 + at_step * R * (step1 > 0 ? step1 : 8));
+      }
+      VU8 c0[R], c1[R];
+      VI16 s0[R], s1[R];
+      for (int r = 0; r < R; ++r) {
+        Base::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
+        s0[r] = C::StepScales(source[r], st, 0);
+        s1[r] = K == CodeKind::kQ4k ? s0[r] : C::StepScales(source[r], st, 1);
+      }
+      const int8_t* p = panel + at_step * T * kStepBytes;
+      for (int t = 0; t < T; ++t) {
+        const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
+        for (int r = 0; r < R; ++r) {
+          VI16 q0, q1;
+          C::Pairs(c0[r], av0, q0);
+          C::Pairs(c1[r], av1, q1);
+          acc[r][t] = ScaledWidenAdd(q1, s1[r], ScaledWidenAdd(q0, s0[r], acc[r][t]));
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const auto d = hn::Set(df, load_f16_at(headers[r] + b * C::kHeader));
+      for (int t = 0; t < T; ++t) facc[r][t] = hn::MulAdd(hn::ConvertTo(df, acc[r][t]), d, facc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = r0 + r * stride;
+    const float ws = w.scales[row] * w.scale_mul;
+    for (int t = 0; t < T; ++t) {
+      float v = hn::GetLane(hn::SumOfLanes(df, facc[r][t]));
+      if constexpr (K == CodeKind::kQ4k) {
+        const int32_t* gs = group_sums + (t0 + t) * (w.k / 32);
+        float mins = 0.0f;
+        for (int64_t b = 0; b < blocks; ++b) {
+          const Q4kHeader h = q4k_header(headers[r], b);
+          int32_t m = 0;
+          for (int gi = 0; gi < 8; ++gi) m += h.m[gi] * gs[b * 8 + gi];
+          mins += h.dmin * static_cast<float>(m);
+        }
+        v -= mins;
+      }
+      y[(t0 + t) * ldy + row] = ws * a.scale[t0 + t] * v;
+    }
+  }
+}
+
+// Every token's activation sum over each group of 32 (q4k's mins).
+void GroupSums(const QuantActs& a, int t_begin, int t_end, std::vector<int32_t>& out) {
+  const int64_t groups = a.k / 32;
+  out.resize(static_cast<size_t>(a.n * groups));
+  for (int t = t_begin; t < t_end; ++t) {
+    const int8_t* q = a.q + t * a.k;
+    for (int64_t g = 0; g < groups; ++g) {
+      int32_t s = 0;
+      for (int j = 0; j < 32; ++j) s += q[g * 32 + j];
+      out[static_cast<size_t>(t * groups + g)] = s;
+    }
+  }
+}
+
+// As MatmulKind and MatmulPrefill: decode reads two far streams per
+// thread; batches go in chunks of tokens kept in L2, tiles of 4, 2 and 1
+// tokens over blocks of rows kept in L2 (the block tile keeps twice the
+// accumulators of Tile, so 8 tokens would spill on AVX2).
+template <CodeKind K>
+void MatmulBlockKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
+                     int64_t row_end) {
+  thread_local std::vector<int8_t> scratch;
+  thread_local std::vector<int32_t> sums;
+  if constexpr (K == CodeKind::kQ4k) GroupSums(a, 0, a.n, sums);
+  if (a.n == 1) {
+    int8_t* const panel = PanelScratch(scratch, a.k);
+    PanelActs<true>(a.q, 1, a.k, panel);
+    const int64_t half = (row_end - row_begin) / 2;
+    for (int64_t r = row_begin; r < row_begin + half; ++r) {
+      BlockTile<K, 2, 1, true>(w, a, panel, sums.data(), r, 0, y, ldy, half);
+    }
+    if ((row_end - row_begin) % 2 == 1) BlockTile<K, 1, 1>(w, a, panel, sums.data(), row_end - 1, 0, y, ldy);
+    return;
+  }
+  const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / a.k / 4 * 4, 4, 256));
+  const int64_t row_bytes = plane0_row_bytes(K, w.k) + plane1_row_bytes(K, w.k);
+  const int64_t row_block = std::max<int64_t>(4, (int64_t{128} << 10) / row_bytes);
+  int8_t* const panels = PanelScratch(scratch, std::min(chunk, a.n) * a.k);
+  for (int c0 = 0; c0 < a.n; c0 += chunk) {
+    const int c1 = std::min(a.n, c0 + chunk);
+    const int t4 = c0 + (c1 - c0) / 4 * 4, t2 = t4 + (c1 - t4) / 2 * 2;
+    auto tile_size = [&](int t) { return t < t4 ? 4 : t < t2 ? 2 : 1; };
+    for (int t = c0; t < c1; t += tile_size(t)) PanelActs<true>(a.q + t * a.k, tile_size(t), a.k, panels + (t - c0) * a.k);
+    for (int64_t rb = row_begin; rb < row_end; rb += row_block) {
+      const int64_t re = std::min(row_end, rb + row_block);
+      for (int t = c0; t < c1; t += tile_size(t)) {
+        const int8_t* panel = panels + (t - c0) * a.k;
+        switch (tile_size(t)) {
+          case 4:
+            for (int64_t r = rb; r < re; ++r) BlockTile<K, 1, 4>(w, a, panel, sums.data(), r, t, y, ldy);
+            break;
+          case 2:
+            for (int64_t r = rb; r < re; ++r) BlockTile<K, 1, 2>(w, a, panel, sums.data(), r, t, y, ldy);
+            break;
+          default:
+            for (int64_t r = rb; r < re; ++r) BlockTile<K, 1, 1>(w, a, panel, sums.data(), r, t, y, ldy);
+        }
+      }
+    }
+  }
+}
+
 // The embedding lookup: each step's code vectors (as the matmul inflates
 // them) back into weight order, widened to int32, less the offset, to
 // float, times the row's scale - the reference's one rounding per weight.
@@ -667,6 +911,8 @@ void DequantizeRowKind(const QuantWeights& w, int64_t r, float* out) {
 
 void DequantizeRow(const QuantWeights& w, int64_t r, float* out) {
   switch (w.kind) {
+    case CodeKind::kQ4k:
+    case CodeKind::kQ6k: return ref::dequantize_codes_row(w, r, out);  // a lookup per token: not hot
     case CodeKind::kI4: return DequantizeRowKind<CodeKind::kI4>(w, r, out);
     case CodeKind::kNf4: return DequantizeRowKind<CodeKind::kNf4>(w, r, out);
     case CodeKind::kI5: return DequantizeRowKind<CodeKind::kI5>(w, r, out);
@@ -686,6 +932,8 @@ void MatmulAnyKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
     case CodeKind::kI6: return MatmulKind<CodeKind::kI6, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kI8: return MatmulKind<CodeKind::kI8, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kI8s: return MatmulKind<CodeKind::kI8s, kDot>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ4k: return MatmulBlockKind<CodeKind::kQ4k>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ6k: return MatmulBlockKind<CodeKind::kQ6k>(w, a, y, ldy, row_begin, row_end);
   }
 }
 

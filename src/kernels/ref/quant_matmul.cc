@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "quant/block_header.h"
 #include "quant/planes.h"
 
 namespace ork {
@@ -23,6 +24,8 @@ QuantWeights quant_weights(const TierTensor& t, bool i8s_high_only) {
       w.kind = i8s_high_only ? CodeKind::kI4 : CodeKind::kI8s;
       w.scale_mul = i8s_high_only ? 1.0f : 1.0f / 16.0f;
       break;
+    case Tier::kQ4k: w.kind = CodeKind::kQ4k; break;
+    case Tier::kQ6k: w.kind = CodeKind::kQ6k; break;
     default: return {};  // float tiers have no integer view
   }
   // Plane 1 of every row follows plane 0 of every row.
@@ -71,11 +74,74 @@ int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j) {
       // nibble of 0 (never written; i8s codes are within +-7) wraps.
       return static_cast<int8_t>(static_cast<int8_t>(byte ^ 0x80) - 8);
     }
+    case CodeKind::kQ4k: return planes::get_nibble(row0, j);
+    case CodeKind::kQ6k: return (planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 2) << 4)) - 32;
   }
   return 0;
 }
 
+namespace {
+
+const uint8_t* block_headers(const QuantWeights& w, int64_t r) {
+  return w.p1 + r * plane1_row_bytes(w.kind, w.k) + block_headers_offset(w.kind, w.k);
+}
+
+// Row r as llama.cpp dequantizes the carried blocks (quant/tier_block.cc).
+void dequantize_block_row(const QuantWeights& w, int64_t r, float* out) {
+  const float scale = w.scales[r] * w.scale_mul;
+  const uint8_t* headers = block_headers(w, r);
+  for (int64_t b = 0; b < w.k / kSuperBlock; ++b) {
+    for (int64_t l = 0; l < kSuperBlock; ++l) {
+      const int64_t j = b * kSuperBlock + l;
+      const auto q = static_cast<float>(weight_code(w, r, j));
+      if (w.kind == CodeKind::kQ4k) {
+        const Q4kHeader h = q4k_header(headers, b);
+        out[j] = scale * (h.d * static_cast<float>(h.sc[l / 32]) * q - h.dmin * static_cast<float>(h.m[l / 32]));
+      } else {
+        const Q6kHeader h = q6k_header(headers, b);
+        out[j] = scale * (h.d * static_cast<float>(h.sc[l / 16]) * q);
+      }
+    }
+  }
+}
+
+// sum over super-blocks of d * (integer sum over sub-blocks of sc * dot)
+// - dmin * (integer sum of m * activation sum), in super-block order.
+float block_row_dot(const QuantWeights& w, int64_t r, const int8_t* a) {
+  const uint8_t* headers = block_headers(w, r);
+  const int64_t sub = w.kind == CodeKind::kQ4k ? 32 : 16;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < w.k / kSuperBlock; ++b) {
+    int32_t isum = 0, msum = 0;
+    for (int64_t s = 0; s < kSuperBlock / sub; ++s) {
+      int32_t dot = 0, asum = 0;
+      for (int64_t l = 0; l < sub; ++l) {
+        const int64_t j = b * kSuperBlock + s * sub + l;
+        dot += weight_code(w, r, j) * a[j];
+        asum += a[j];
+      }
+      if (w.kind == CodeKind::kQ4k) {
+        const Q4kHeader h = q4k_header(headers, b);
+        isum += h.sc[s] * dot;
+        msum += h.m[s] * asum;
+      } else {
+        isum += q6k_header(headers, b).sc[s] * dot;
+      }
+    }
+    if (w.kind == CodeKind::kQ4k) {
+      const Q4kHeader h = q4k_header(headers, b);
+      acc += h.d * static_cast<float>(isum) - h.dmin * static_cast<float>(msum);
+    } else {
+      acc += q6k_header(headers, b).d * static_cast<float>(isum);
+    }
+  }
+  return acc;
+}
+
+}  // namespace
+
 void dequantize_codes_row(const QuantWeights& w, int64_t r, float* out) {
+  if (block_kind(w.kind)) return dequantize_block_row(w, r, out);
   const float scale = w.scales[r] * w.scale_mul;
   for (int64_t j = 0; j < w.k; ++j) out[j] = scale * static_cast<float>(weight_code(w, r, j));
 }
@@ -86,6 +152,10 @@ void quant_matmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t l
     const float ws = w.scales[r] * w.scale_mul;
     for (int t = 0; t < a.n; ++t) {
       const int8_t* at = a.q + t * a.k;
+      if (block_kind(w.kind)) {
+        y[t * ldy + r] = ws * a.scale[t] * block_row_dot(w, r, at);
+        continue;
+      }
       int32_t dot = 0;
       for (int64_t j = 0; j < w.k; ++j) dot += weight_code(w, r, j) * at[j];
       y[t * ldy + r] = ws * a.scale[t] * static_cast<float>(dot);

@@ -1,6 +1,8 @@
 // Scalar references of the CPU engine's integer kernels (kernels/cpu):
 // activation quantization and the quantized matmul. Integer-exact, so every
-// SIMD target must match them bit for bit.
+// SIMD target must match them bit for bit - except the block kinds (q4k,
+// q6k), whose super-blocks are summed in float: there the targets agree to
+// float rounding (kernels/quant_types.h).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +17,8 @@ namespace ork::ref {
 // [-7, 7]): s = max|x| / max_code.
 void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum, int max_code = 127);
 
-// The integer code of weight j of row r (see kernels/quant_types.h).
+// The integer code of weight j of row r (see kernels/quant_types.h; for
+// q4k the unsigned nibble, for q6k the six-bit code less 32).
 int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j);
 
 // Row r of w as floats, the kernels' own view of it (an embedding lookup):
