@@ -14,6 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
+# What the tests convert or calibrate goes into the build tree, never into
+# the user's ~/.cache/ork (kept between runs: calibrations are reused).
+export ORK_CACHE_DIR="${ORK_CACHE_DIR:-$PWD/build/test-cache}"
 
 echo "== release build and tests"
 cmake --preset release >/dev/null

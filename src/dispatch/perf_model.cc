@@ -15,6 +15,7 @@
 #include <vector>
 #include <cstring>
 
+#include "core/cache_dir.h"
 #include "core/half.h"
 #include "core/output_file.h"
 #include "core/thread_pool.h"
@@ -333,11 +334,7 @@ double PerfModel::npu_us(const Engine& npu, const MatmulOp& op) const {
 }
 
 std::string PerfModel::cache_path(int threads) {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string dir = xdg != nullptr && *xdg != '\0' ? std::string(xdg) + "/ork"
-                          : home != nullptr          ? std::string(home) + "/.cache/ork"
-                                                     : std::string("/tmp/ork-cache");
+  const std::string dir = cache_dir();
   const size_t key = std::hash<std::string>{}(machine_identity() + "|" + binary_identity());
   return fmt::format("{}/calibration-{:016x}-t{}.json", dir, key, threads);
 }

@@ -319,7 +319,7 @@ Runner add_bench(CLI::App& app) {
   app.add_flag("--pair", o->pair,
                "With --npu: each repetition decodes with the NPU and with the CPU alone (i8s high plane), in turn, "
                "and reports the ratio");
-  add_mmap_flag(app, o->mmap);
+  add_load_flags(app, o->mmap);
   return [o] { return bench(*o); };
 }
 

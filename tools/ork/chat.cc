@@ -295,7 +295,7 @@ Runner add_chat(CLI::App& app) {
   app.add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(thread_count());
   app.add_flag("--ignore-eos", o->ignore_eos, "Keep a reply going past the end-of-text token");
   o->sampling.add_options(app);
-  add_mmap_flag(app, o->mmap);
+  add_load_flags(app, o->mmap);
   return [o] { return chat_main(*o); };
 }
 

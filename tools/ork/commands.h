@@ -19,6 +19,7 @@ Runner add_bench(CLI::App& app);
 Runner add_calibrate(CLI::App& app);
 Runner add_template(CLI::App& app);
 Runner add_serve(CLI::App& app);
+Runner add_cache(CLI::App& app);
 Runner add_chat(CLI::App& app);
 
 // Checks for integer options whose errors name the range (CLI11's

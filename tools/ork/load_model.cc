@@ -6,18 +6,44 @@
 #include <fmt/format.h>
 #include <string>
 
+#include <unistd.h>
+
 #include "core/memory.h"
 #include "model/forward.h"
 
 namespace ork::cli {
 
-void add_mmap_flag(CLI::App& app, bool& mmap) {
+namespace {
+
+// One command per process: the flags of add_load_flags, read by the loaders.
+ConvertOptions g_convert;
+
+}  // namespace
+
+void add_load_flags(CLI::App& app, bool& mmap) {
   app.add_flag("--mmap", mmap,
                "Map the model file instead of reading it into memory on huge pages (starts faster and shares the "
                "page cache; decode is slower)");
+  app.add_flag_callback(
+      "--no-cache", [] { g_convert.use_cache = false; },
+      "A quantized GGUF is converted for the fast kernels on every start, and nothing is kept (default: once, kept in "
+      "the cache directory; see `ork cache`)");
+  app.add_flag_callback(
+      "--no-convert", [] { g_convert.convert = false; },
+      "Run a quantized GGUF as it is, on the reference kernels (slow; for checking)");
 }
 
 namespace {
+
+// Loads what resolve_model() says, then removes a temporary conversion.
+template <class Load>
+auto load_resolved(const std::string& path, Load&& load) -> decltype(load(path)) {
+  auto resolved = resolve_model(path, g_convert);
+  if (!resolved.is_ok()) return resolved.status();
+  auto model = load(resolved->path);
+  if (resolved->temporary) ::unlink(resolved->path.c_str());
+  return model;
+}
 
 // A GGUF's matrices of block-quantized types (Q4_0, Q4_K, ...) run on the
 // scalar reference kernels, which are there to be right, not fast: say so,
@@ -36,16 +62,17 @@ void note_reference_matrices(const Model& model) {
   }
   if (bytes == 0) return;
   std::fprintf(stderr,
-               "ork: %.0f %% of %s's weights are %s, which ork runs on its reference kernels (slow); "
-               "`ork pack %s -o model.orkpack` converts them for the fast ones\n",
-               100.0 * static_cast<double>(bytes) / static_cast<double>(total), model.path().c_str(), types.c_str(),
-               model.path().c_str());
+               "ork: %.0f %% of %s's weights are %s, run as they are on the reference kernels (slow; "
+               "without --no-convert they are converted for the fast ones)\n",
+               100.0 * static_cast<double>(bytes) / static_cast<double>(total), model.path().c_str(), types.c_str());
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap) {
-  auto model = Model::load(path, mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
+  auto model = load_resolved(path, [&](const std::string& p) {
+    return Model::load(p, mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
+  });
   if (model.is_ok() && !mmap && !(*model)->resident()) {
     std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n",
                  path.c_str());
@@ -57,7 +84,7 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap) {
 Result<std::unique_ptr<api::LoadedModel>> load_api_model(const std::string& path, bool mmap) {
   api::ModelOptions o;
   o.mmap = mmap;
-  auto model = api::LoadedModel::load(path, o);
+  auto model = load_resolved(path, [&](const std::string& p) { return api::LoadedModel::load(p, o); });
   if (model.is_ok() && !mmap && !(*model)->resident()) {
     std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n",
                  path.c_str());

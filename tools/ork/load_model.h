@@ -7,14 +7,17 @@
 #include <string>
 
 #include "model/model.h"
+#include "model_cache.h"
 #include "ork/ork.hpp"
 
 namespace ork::cli {
 
-// Adds the --mmap flag to `app`, bound to `mmap`.
-void add_mmap_flag(CLI::App& app, bool& mmap);
+// Adds the model-loading flags to `app`: --mmap (bound to `mmap`), and
+// --no-cache / --no-convert for quantized GGUFs (model_cache.h).
+void add_load_flags(CLI::App& app, bool& mmap);
 
-// Model::load, resident unless `mmap`; says on stderr when a file that was
+// Model::load, resident unless `mmap`, of a quantized GGUF's converted
+// copy (model_cache.h) unless --no-convert; says on stderr when a file that was
 // to be read into memory had to be mapped because it does not fit.
 Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap);
 // The same through the public API (what run, chat and serve use), with the

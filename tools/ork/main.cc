@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   add("chat", "Talk with a model in its own chat template (no -m: the built-in stories260K)", ork::cli::add_chat);
   add("serve", "An OpenAI-compatible HTTP server with a chat page (no -m: the built-in stories260K)", ork::cli::add_serve);
   add("template", "Render a chat template for a conversation (a .jinja file or a model's own)", ork::cli::add_template);
+  add("cache", "List or remove what ork keeps in its cache: converted GGUFs, performance models", ork::cli::add_cache);
   add("calibrate", "Measure the CPU for the dispatcher's performance model (cached; --show prints it)",
       ork::cli::add_calibrate);
   std::vector<std::string> names;

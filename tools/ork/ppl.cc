@@ -169,7 +169,7 @@ Runner add_ppl(CLI::App& app) {
   app.add_flag("--i8s-high-only", c->i8s_high_only,
                "Read i8s tensors from their high plane alone (int4): the CPU's share of the overlay");
   c->npu.add_options(app);
-  add_mmap_flag(app, c->mmap);
+  add_load_flags(app, c->mmap);
   app.add_flag("--ref-kernels", c->reference_kernels,
                "Score with the scalar reference kernels (f32 activations): the weights' quality alone");
   return [c] { return ppl(*c); };

@@ -190,7 +190,7 @@ Runner add_run(CLI::App& app) {
   app.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-text token");
   app.add_option("-r,--reverse-prompt,--stop", opt->stop, "Stop before this text (repeatable)");
   app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(thread_count());
-  add_mmap_flag(app, opt->mmap);
+  add_load_flags(app, opt->mmap);
   opt->npu.add_options(app);
   app.add_flag("--stats", opt->stats, "After the run: weight bytes read per token and per-layer expert usage (MoE)");
   app.add_flag("--profile", opt->profile,

@@ -370,7 +370,7 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--max-queue", o->max_queue, "Requests that may wait for a slot (more: 503)")->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_flag("--no-webui", o->no_webui, "No chat page at /");
   app.add_flag("--metrics", o->metrics_flag, "Accepted for llama-server's scripts: /metrics is always on");
-  add_mmap_flag(app, o->mmap);
+  add_load_flags(app, o->mmap);
   return [o] { return serve_main(*o); };
 }
 

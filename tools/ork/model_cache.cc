@@ -1,0 +1,124 @@
+#include "model_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "core/cache_dir.h"
+#include "format/gguf/gguf.h"
+#include "format/orkpack/orkpack.h"
+#include "quant/carry.h"
+#include "quant/packer.h"
+#include "text_input.h"
+
+namespace ork::cli {
+namespace {
+
+// Bumped whenever a conversion of the same source would come out different.
+constexpr int kConversionVersion = 1;
+
+std::string stem_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".gguf") == 0) base.resize(base.size() - 5);
+  return base;
+}
+
+Status make_dirs(const std::string& dir) {
+  for (size_t at = 1; at <= dir.size(); ++at) {
+    if (at != dir.size() && dir[at] != '/') continue;
+    const std::string part = dir.substr(0, at);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+      return error(StatusCode::kIo, "cannot create {}: {}", part, std::strerror(errno));
+    }
+  }
+  return Status::ok();
+}
+
+Result<PackReport> convert(const std::string& source, const std::string& output) {
+  PackOptions o;
+  o.input = source;
+  o.output = output;
+  o.source_budget = true;
+  o.budget_is_default = true;
+  o.warn = [](const std::string& m) { std::fprintf(stderr, "ork: warning: %s\n", m.c_str()); };
+  return pack_model(o, [](int phase, size_t done, size_t total, const std::string&) {
+    progress_bar(phase == 0 ? "plan" : "convert", static_cast<int>(done + 1), static_cast<int>(total));
+  });
+}
+
+}  // namespace
+
+Result<std::string> cache_entry_for(const std::string& path) {
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real) == nullptr) return error(StatusCode::kIo, "{}: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::stat(real, &st) != 0) return error(StatusCode::kIo, "{}: {}", path, std::strerror(errno));
+  const std::string identity =
+      fmt::format("{}|{}|{}.{}|{}:{}|orkpack {}|conversion {}", real, static_cast<long long>(st.st_size),
+                  static_cast<long long>(st.st_mtim.tv_sec), static_cast<long long>(st.st_mtim.tv_nsec),
+                  static_cast<unsigned long long>(st.st_dev), static_cast<unsigned long long>(st.st_ino),
+                  kOrkpackVersion, kConversionVersion);
+  return fmt::format("{}/{}-{:016x}.orkpack", cache_dir(), stem_of(real), std::hash<std::string>{}(identity));
+}
+
+Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOptions& options) {
+  ResolvedModel plain{path, false};
+  if (!options.convert || OrkpackFile::sniff_file(path)) return plain;
+  auto gguf = GgufFile::open(path);
+  if (!gguf.is_ok() || !quantized_source(*gguf)) return plain;  // the loader reports what is wrong
+
+  std::string entry;
+  if (options.use_cache) {
+    ORK_ASSIGN_OR_RETURN(entry, cache_entry_for(path));
+    if (::access(entry.c_str(), F_OK) == 0) {
+      if (auto pack = OrkpackFile::open(entry); pack.is_ok()) {
+        std::fprintf(stderr, "ork: %s runs from its converted copy %s\n", path.c_str(), entry.c_str());
+        return ResolvedModel{entry, false};
+      } else {
+        std::fprintf(stderr, "ork: warning: the cached conversion %s is damaged (%s); converting again\n",
+                     entry.c_str(), pack.status().message().c_str());
+        ::unlink(entry.c_str());
+      }
+    }
+    if (Status made = make_dirs(cache_dir()); !made.is_ok()) {
+      std::fprintf(stderr, "ork: warning: %s; converting into a temporary file instead\n", made.message().c_str());
+      entry.clear();
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto attempt = [&](const std::string& out) {
+    std::fprintf(stderr, "ork: converting %s for the fast kernels%s\n", path.c_str(),
+                 out == entry ? fmt::format(" (once: kept as {})", out).c_str() : "");
+    return convert(path, out);
+  };
+  if (!entry.empty()) {
+    auto report = attempt(entry);
+    if (report.is_ok()) {
+      std::fprintf(stderr, "ork: converted in %.1f s: %.3f bits per weight\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), report->bpw());
+      return ResolvedModel{entry, false};
+    }
+    if (report.status().code() != StatusCode::kIo) return report.status();
+    std::fprintf(stderr, "ork: warning: cannot keep the conversion (%s); converting into a temporary file instead\n",
+                 report.status().message().c_str());
+  }
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string tmp = fmt::format("{}/ork-convert-{}-{}.orkpack", tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp",
+                                      stem_of(path), static_cast<long long>(::getpid()));
+  auto report = attempt(tmp);
+  if (report.is_ok()) return ResolvedModel{tmp, true};
+  if (report.status().code() != StatusCode::kIo) return report.status();
+  std::fprintf(stderr, "ork: warning: cannot convert (%s); running %s on the reference kernels (slow)\n",
+               report.status().message().c_str(), path.c_str());
+  return plain;
+}
+
+}  // namespace ork::cli

@@ -1,0 +1,37 @@
+// A quantized GGUF (what llama.cpp's users download) runs on ork's fast
+// kernels through a converted orkpack: made once - its K-quants carried
+// unchanged, everything else planned within the source's own bytes
+// (quant/packer.h) - and kept in the cache directory (core/cache_dir.h),
+// keyed by the source's identity (path, size, mtime, inode) and ork's
+// format version, so the next start opens it directly.
+//
+// Writing is atomic (a temporary renamed into place): a killed conversion
+// leaves no entry a later run would trust. An entry that fails to open is
+// rebuilt. A cache that cannot be written (read-only, full) is a warning:
+// the conversion goes to a temporary file instead, removed once loaded.
+#pragma once
+
+#include <string>
+
+#include "ork/status.h"
+
+namespace ork::cli {
+
+struct ConvertOptions {
+  bool convert = true;    // --no-convert: run a quantized GGUF as it is (reference kernels)
+  bool use_cache = true;  // --no-cache: convert in a temporary, keep nothing
+};
+
+struct ResolvedModel {
+  std::string path;        // what to load
+  bool temporary = false;  // remove once loaded
+};
+
+// The file to load for `path`: `path` itself unless it is a quantized GGUF
+// to convert. Notes and warnings go to stderr; conversion shows progress.
+Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOptions& options);
+
+// The cache entry a source maps to (for `ork cache` and tests).
+Result<std::string> cache_entry_for(const std::string& path);
+
+}  // namespace ork::cli
