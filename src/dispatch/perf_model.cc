@@ -200,9 +200,11 @@ KernelKind kernel_kind(const MatmulOp& op, bool i8s_high_only) {
     case Tier::kI5: return KernelKind::kI5;
     case Tier::kI6: return KernelKind::kI6;
     // The carried K-quants are costed as the per-channel kernels of their
-    // width (not calibrated on their own yet: they read 3-8 % more bytes).
+    // width (not calibrated on their own yet: they read 0-8 % more bytes).
     case Tier::kQ4k: return KernelKind::kI4;
+    case Tier::kQ5k: return KernelKind::kI5;
     case Tier::kQ6k: return KernelKind::kI6;
+    case Tier::kQ80: return KernelKind::kI8;
     case Tier::kI8: return KernelKind::kI8;
     case Tier::kI8s: return i8s_high_only ? KernelKind::kI4 : KernelKind::kI8s;
     case Tier::kF16: return KernelKind::kF16;

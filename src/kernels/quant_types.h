@@ -12,19 +12,22 @@
 //   kI8    the int8 byte
 //   kI8s   int8(((high << 4) | low) ^ 0x80) - 8  =  16 (high - 8) + (low - 8)
 //
-// The block kinds carry a llama.cpp K-quant's codes and scales exactly
-// (quant/carry.h): rows are super-blocks of 256 weights, each with its own
-// f16 scale d (and, for q4k, f16 dmin), and every 32 (q4k) or 16 (q6k)
-// weights a small integer sub-scale. The per-row scale is 1 and
+// The block kinds carry a llama.cpp quant's codes and scales exactly
+// (quant/carry.h): rows are blocks - super-blocks of 256 weights for the
+// K-quants, each with its own f16 scale d (q4k, q5k: and dmin) and every 32
+// (q4k, q5k) or 16 (q6k) weights a small integer sub-scale; 32 weights for
+// q80, each with its f16 d. The per-row scale is 1 and
 //
 //   kQ4k   w = d * sc[j / 32] * nibble - dmin * m[j / 32]
+//   kQ5k   w = d * sc[j / 32] * five-bit code - dmin * m[j / 32]
 //   kQ6k   w = d * sc[j / 16] * (six-bit code - 32)
+//   kQ80   w = d * int8 code
 //
-// so y[t][r] = act_scale[t] * sum over super-blocks of
+// so y[t][r] = act_scale[t] * sum over blocks of
 // (d * sum_sub sc * dot_sub - dmin * sum_sub m * act_sum_sub): integer
-// within a super-block, float across them (the SIMD kernels add those
-// floats in another order, so they agree with the reference to rounding,
-// not bit for bit).
+// within a block, float across them (the SIMD kernels add those floats in
+// another order, so they agree with the reference to rounding, not bit for
+// bit).
 #pragma once
 
 #include <array>
@@ -34,9 +37,11 @@
 
 namespace ork {
 
-enum class CodeKind { kI4, kNf4, kI5, kI6, kI8, kI8s, kQ4k, kQ6k };
+enum class CodeKind { kI4, kNf4, kI5, kI6, kI8, kI8s, kQ4k, kQ6k, kQ5k, kQ80 };
 
-inline bool block_kind(CodeKind kind) { return kind == CodeKind::kQ4k || kind == CodeKind::kQ6k; }
+inline bool block_kind(CodeKind kind) {
+  return kind == CodeKind::kQ4k || kind == CodeKind::kQ5k || kind == CodeKind::kQ6k || kind == CodeKind::kQ80;
+}
 
 // The NF4 codebook as int8: round(127 * level). Reading nf4 through these
 // codes (and scale_mul 1/127) moves each level by at most 0.5/127 of the
@@ -56,7 +61,9 @@ struct QuantWeights {
 
 // The block kinds' super-block headers: quant/tier.h.
 // Bytes per row of each plane of a kind.
-inline int64_t plane0_row_bytes(CodeKind kind, int64_t k) { return kind == CodeKind::kI8 ? k : k / 2; }
+inline int64_t plane0_row_bytes(CodeKind kind, int64_t k) {
+  return kind == CodeKind::kI8 || kind == CodeKind::kQ80 ? k : k / 2;
+}
 inline int64_t plane1_row_bytes(CodeKind kind, int64_t k) {
   switch (kind) {
     case CodeKind::kI5: return k / 8;
@@ -64,11 +71,15 @@ inline int64_t plane1_row_bytes(CodeKind kind, int64_t k) {
     case CodeKind::kI8s: return k / 2;
     case CodeKind::kQ4k: return k / kSuperBlock * kQ4kHeaderBytes;
     case CodeKind::kQ6k: return k / 4 + k / kSuperBlock * kQ6kHeaderBytes;
+    case CodeKind::kQ5k: return k / 8 + k / kSuperBlock * kQ4kHeaderBytes;
+    case CodeKind::kQ80: return k / kQ80Block * kQ80HeaderBytes;
     default: return 0;
   }
 }
-// Where a block kind's super-block headers start within a row's plane 1.
-inline int64_t block_headers_offset(CodeKind kind, int64_t k) { return kind == CodeKind::kQ6k ? k / 4 : 0; }
+// Where a block kind's headers start within a row's plane 1.
+inline int64_t block_headers_offset(CodeKind kind, int64_t k) {
+  return kind == CodeKind::kQ6k ? k / 4 : kind == CodeKind::kQ5k ? k / 8 : 0;
+}
 
 // The kernel view of a stored tier tensor (quantized tiers only).
 // `i8s_high_only` reads an i8s tensor as its high plane (the CPU's fast
@@ -83,6 +94,14 @@ struct QuantActs {
   const int32_t* sum = nullptr;
   int64_t k = 0;
   int n = 0;
+  // The floats q was quantized from (row stride k), where the caller keeps
+  // them: the block kinds then quantize them per block instead - 256 for
+  // the K-quants, 32 for q80, as llama.cpp's q8_K and q8_0 do - which loses
+  // less than one scale per token. Null: every block takes the token's scale.
+  const float* f32 = nullptr;
 };
+
+// The activation block each block kind quantizes its input in.
+inline int64_t act_block(CodeKind kind) { return kind == CodeKind::kQ80 ? kQ80Block : kSuperBlock; }
 
 }  // namespace ork

@@ -1,10 +1,11 @@
-// Carrying a GGUF K-quant into ork's own tiers without a second rounding:
-// a Q4_K or Q6_K tensor's codes, sub-scales and super-block scales move
-// unchanged into q4k or q6k (quant/tier.h), laid out in ork's nibble and
-// bit planes so the CPU's kernels inflate them as they do i4 and i6. The
-// carried tensor dequantizes bit for bit to what llama.cpp's own
-// dequantizer gives for the source, at 4.625 (q4k) and 6.5625 (q6k) bits
-// per weight against the source's 4.5 and 6.5625.
+// Carrying a GGUF quant into ork's own tiers without a second rounding:
+// a Q4_K, Q5_K, Q6_K or Q8_0 tensor's codes, sub-scales and block scales
+// move unchanged into q4k, q5k, q6k or q80 (quant/tier.h), laid out in
+// ork's nibble, bit and byte planes so the CPU's kernels inflate them as
+// they do i4, i5, i6 and i8. The carried tensor dequantizes bit for bit to
+// what llama.cpp's own dequantizer gives for the source, at 4.625 (q4k),
+// 5.625 (q5k), 6.5625 (q6k) and 8.5 (q80) bits per weight against the
+// source's 4.5, 5.5, 6.5625 and 8.5.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@ namespace ork {
 bool quantized_source(const GgufFile& gguf);
 
 // The tier that carries `type` exactly, if any, for rows of `k` weights
-// (whole super-blocks only: k % 256 == 0, as llama.cpp's K-quants are).
+// (whole blocks only: k % 256 == 0 for the K-quants, as llama.cpp's are).
 std::optional<Tier> carrier_tier(GgmlType type, int64_t k);
 
 // Carries `rows` rows of `k` weights of a `type` source (rows consecutive,

@@ -436,9 +436,13 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
           // that carried does): only for the tensors they carry.
           if (carrier_tier(t.type, static_cast<int64_t>(t.ne(0))) != fixed) {
             return error(StatusCode::kInvalidArgument,
-                         "{}: tensor '{}' is {}, but tier {} only carries {} tensors of whole 256-weight super-blocks",
+                         "{}: tensor '{}' is {}, but tier {} only carries {} tensors of whole {}-weight blocks",
                          o.input, escape_text(t.name), ggml_type_name(t.type), tier_name(*fixed),
-                         *fixed == Tier::kQ4k ? "Q4_K" : "Q6_K");
+                         *fixed == Tier::kQ4k   ? "Q4_K"
+                         : *fixed == Tier::kQ5k ? "Q5_K"
+                         : *fixed == Tier::kQ6k ? "Q6_K"
+                                                : "Q8_0",
+                         carried_block(*fixed));
           }
           carried = fixed;
         }

@@ -22,6 +22,8 @@ constexpr std::array<TierInfo, kTierCount> kTiers = {{
     {Tier::kBf16, "bf16", 16, false},
     {Tier::kQ4k, "q4k", 4, true},
     {Tier::kQ6k, "q6k", 6, true},
+    {Tier::kQ5k, "q5k", 5, true},
+    {Tier::kQ80, "q80", 8, true},
 }};
 
 // Bytes per row of each plane: [first plane, second plane].
@@ -38,6 +40,8 @@ std::array<int64_t, 2> plane_row_bytes(Tier tier, int64_t k) {
     case Tier::kI8s: return {k / 2, k / 2};
     case Tier::kQ4k: return {k / 2, k / kSuperBlock * kQ4kHeaderBytes};
     case Tier::kQ6k: return {k / 2, k / 4 + k / kSuperBlock * kQ6kHeaderBytes};
+    case Tier::kQ5k: return {k / 2, k / 8 + k / kSuperBlock * kQ4kHeaderBytes};
+    case Tier::kQ80: return {k, k / kQ80Block * kQ80HeaderBytes};
   }
   return {0, 0};
 }
@@ -185,6 +189,8 @@ void dequantize_tier_row(const TierTensor& t, int64_t r, float* out) {
     case Tier::kI8s: tiers::dequantize_i8s_row(in, s, k, out); return;
     case Tier::kQ4k: tiers::dequantize_q4k_row(in, s, k, out); return;
     case Tier::kQ6k: tiers::dequantize_q6k_row(in, s, k, out); return;
+    case Tier::kQ5k: tiers::dequantize_q5k_row(in, s, k, out); return;
+    case Tier::kQ80: tiers::dequantize_q80_row(in, s, k, out); return;
   }
 }
 

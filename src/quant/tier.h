@@ -23,8 +23,10 @@ enum class Tier : uint32_t {
   kBf16 = 8,
   kQ4k = 9,  // a Q4_K source's blocks, carried (quant/carry.h); CPU only
   kQ6k = 10, // a Q6_K source's blocks, carried; CPU only
+  kQ5k = 11, // a Q5_K source's blocks, carried; CPU only
+  kQ80 = 12, // a Q8_0 source's blocks, carried; CPU only
 };
-inline constexpr uint32_t kTierCount = 11;
+inline constexpr uint32_t kTierCount = 13;
 
 struct TierInfo {
   Tier tier;
@@ -44,20 +46,29 @@ std::string tier_names();
 // reads them; the integer kernels and engines do not).
 inline bool float_tier(Tier tier) { return tier == Tier::kF32 || tier == Tier::kF16 || tier == Tier::kBf16; }
 
-// q4k and q6k: block-scaled tiers that only carry a GGUF K-quant's own
-// codes and scales (quant/carry.h); nothing is quantized into them from
-// floats, and their rows are whole super-blocks (k_stored % 256 == 0).
-inline bool carried_tier(Tier tier) { return tier == Tier::kQ4k || tier == Tier::kQ6k; }
+// q4k, q5k, q6k and q80: block-scaled tiers that only carry a GGUF
+// quant's own codes and scales (quant/carry.h); nothing is quantized into
+// them from floats, and their rows are whole blocks (k_stored % 256 == 0
+// for the K-quants, % 32 for q80).
+inline bool carried_tier(Tier tier) {
+  return tier == Tier::kQ4k || tier == Tier::kQ5k || tier == Tier::kQ6k || tier == Tier::kQ80;
+}
 
-// Their super-block, and the header each super-block of a row keeps at the
-// end of the row's plane-1 bytes (after q6k's 2-bit plane):
-//   q4k: f16 d, f16 dmin, uint8 sc[8], uint8 m[8]   (20 bytes; sc, m < 64)
-//   q6k: f16 d, int8 sc[16]                          (18 bytes)
-// Plane 0 is a nibble plane as i4's (q6k: the low 4 bits; its 2-bit plane
-// as i6's holds the high two), codes unsigned: q4k 0..15, q6k 0..63.
+// Their (super-)block, and the header each block of a row keeps at the end
+// of the row's plane-1 bytes (after q5k's bit plane or q6k's 2-bit plane):
+//   q4k, q5k: f16 d, f16 dmin, uint8 sc[8], uint8 m[8]   (20 bytes; sc, m < 64)
+//   q6k:      f16 d, int8 sc[16]                          (18 bytes)
+//   q80:      f16 d per 32 weights                        (2 bytes)
+// Plane 0 is a nibble plane as i4's (q5k, q6k: the low 4 bits, with the
+// high bits in a plane as i5's or i6's), codes unsigned: q4k 0..15, q5k
+// 0..31, q6k 0..63; q80's plane 0 holds int8 codes as i8's.
 inline constexpr int64_t kSuperBlock = 256;
 inline constexpr int64_t kQ4kHeaderBytes = 20;
 inline constexpr int64_t kQ6kHeaderBytes = 18;
+inline constexpr int64_t kQ80Block = 32;
+inline constexpr int64_t kQ80HeaderBytes = 2;
+// The block a carried tier's header covers.
+inline int64_t carried_block(Tier tier) { return tier == Tier::kQ80 ? kQ80Block : kSuperBlock; }
 
 // Rows are stored padded with zeros to a multiple of this many weights.
 inline constexpr int64_t kTierGroup = 32;

@@ -36,10 +36,12 @@ double quantize_i8s_row(const float* w, const float* imp, int64_t k, RowPlanes o
 void dequantize_i8s_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 void dequantize_i8s_high_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 
-// q4k and q6k (kernels/quant_types.h): row r as llama.cpp dequantizes the
+// The carried tiers (quant/tier.h): row r as llama.cpp dequantizes the
 // carried source row, times the row scale (1), operation for operation.
 void dequantize_q4k_row(ConstRowPlanes in, float scale, int64_t k, float* out);
+void dequantize_q5k_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 void dequantize_q6k_row(ConstRowPlanes in, float scale, int64_t k, float* out);
+void dequantize_q80_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 
 }  // namespace ork::tiers
 

@@ -42,6 +42,8 @@ const char* kind_name(CodeKind kind) {
     case CodeKind::kI8s: return "i8s";
     case CodeKind::kQ4k: return "q4k";
     case CodeKind::kQ6k: return "q6k";
+    case CodeKind::kQ5k: return "q5k";
+    case CodeKind::kQ80: return "q80";
   }
   return "?";
 }
@@ -78,16 +80,19 @@ struct RandomWeights {
 // dmin finite and small, q4k's sub-scales and mins below 64.
 void make_headers_valid(RandomWeights& w, std::mt19937& rng) {
   std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
-  const int64_t b1 = plane1_row_bytes(w.view.kind, w.view.k);
-  const int64_t header = w.view.kind == CodeKind::kQ4k ? kQ4kHeaderBytes : kQ6kHeaderBytes;
+  const CodeKind kind = w.view.kind;
+  const int64_t b1 = plane1_row_bytes(kind, w.view.k);
+  const bool q80 = kind == CodeKind::kQ80, mins = kind == CodeKind::kQ4k || kind == CodeKind::kQ5k;
+  const int64_t header = q80 ? kQ80HeaderBytes : mins ? kQ4kHeaderBytes : kQ6kHeaderBytes;
+  const int64_t block = q80 ? kQ80Block : kSuperBlock;
   for (int64_t r = 0; r < w.view.rows; ++r) {
     w.scales[static_cast<size_t>(r)] = 1.0f;
-    auto* headers = const_cast<uint8_t*>(w.view.p1) + r * b1 + block_headers_offset(w.view.kind, w.view.k);
-    for (int64_t b = 0; b < w.view.k / kSuperBlock; ++b) {
+    auto* headers = const_cast<uint8_t*>(w.view.p1) + r * b1 + block_headers_offset(kind, w.view.k);
+    for (int64_t b = 0; b < w.view.k / block; ++b) {
       uint8_t* h = headers + b * header;
       const uint16_t d = f32_to_f16(scale(rng)), dmin = f32_to_f16(scale(rng));
       std::memcpy(h, &d, 2);
-      if (w.view.kind == CodeKind::kQ4k) {
+      if (mins) {
         std::memcpy(h + 2, &dmin, 2);
         for (int i = 4; i < 20; ++i) h[i] &= 63;
       }
@@ -180,47 +185,73 @@ TEST_F(EveryTarget, QuantMatmulMatchesReferenceForEveryKind) {
 }
 
 // The block kinds: every target against the reference to float rounding
-// (super-blocks are summed in another order), over decode, batches of 2
-// and 3, tiles of 4, token chunks, row tails and partial ranges.
+// (blocks are summed in another order), over decode, batches of 2 and 3,
+// tiles of 4, token chunks, row tails and partial ranges.
+struct BlockShape {
+  int64_t rows, k;
+  int n;
+  int64_t begin, end;
+};
+
+void check_block_case(CodeKind kind, const BlockShape& s, int misalign, bool floats, std::mt19937& rng) {
+  RandomWeights w(kind, s.rows, s.k, misalign, rng);
+  make_headers_valid(w, rng);
+  RandomActs a(s.n, s.k, misalign * 3, rng);
+  // With the floats, the kernels requantize them per activation block.
+  std::vector<float> f32;
+  if (floats) {
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    f32.resize(static_cast<size_t>(s.n * s.k));
+    for (auto& v : f32) v = normal(rng);
+    for (int64_t i = 0; i < s.k; i += 97) f32[static_cast<size_t>(i)] *= 30.0f;  // outliers: blocks differ
+    a.view.f32 = f32.data();
+  }
+  std::vector<int8_t> block_q;
+  std::vector<float> block_scale;
+  ref::block_acts(a.view, act_block(kind), block_q, block_scale);
+  const int64_t nb = s.k / act_block(kind);
+  const int64_t ldy = s.rows + 2;
+  std::vector<float> want(static_cast<size_t>(s.n * ldy), -7.0f);
+  ref::quant_matmul(w.view, a.view, want.data(), ldy, s.begin, s.end);
+  // What rounding can move: the sum of |w * a| over the row.
+  std::vector<float> mag(want.size(), 0.0f), row(static_cast<size_t>(s.k));
+  for (int64_t r = s.begin; r < s.end; ++r) {
+    ref::dequantize_codes_row(w.view, r, row.data());
+    for (int t = 0; t < s.n; ++t) {
+      double m = 0;
+      for (int64_t j = 0; j < s.k; ++j) {
+        m += std::fabs(row[static_cast<size_t>(j)] * block_q[static_cast<size_t>(t * s.k + j)] *
+                       block_scale[static_cast<size_t>(t * nb + j / act_block(kind))]);
+      }
+      mag[static_cast<size_t>(t * ldy + r)] = static_cast<float>(m);
+    }
+  }
+  for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+    cpu::force_target(t);
+    std::vector<float> got(want.size(), -7.0f);
+    cpu::quant_matmul(w.view, a.view, got.data(), ldy, s.begin, s.end);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 2e-6f * mag[i]) << cpu::target_name(t) << " " << kind_name(kind) << " rows=" << s.rows
+                                                  << " k=" << s.k << " n=" << s.n << " misalign=" << misalign
+                                                  << (floats ? " per-block activations" : "") << " at " << i;
+    }
+  }
+}
+
 TEST_F(EveryTarget, BlockKindsMatchReference) {
   std::mt19937 rng(3);
-  struct Shape {
-    int64_t rows, k;
-    int n;
-    int64_t begin, end;
-  };
-  const Shape shapes[] = {{1, 256, 1, 0, 1},  {7, 512, 1, 0, 7},    {5, 256, 2, 0, 5},   {9, 768, 3, 1, 9},
-                          {4, 2048, 4, 0, 4}, {6, 256, 5, 0, 6},    {3, 1024, 9, 0, 3},  {10, 2048, 1, 1, 9},
-                          {4, 256, 70, 0, 4}, {5, 512, 13, 0, 5},   {3, 4096, 1, 0, 3},  {2, 256, 8, 0, 2},
-                          {11, 5632, 1, 0, 11}, {4, 1280, 6, 1, 4}};
-  for (CodeKind kind : {CodeKind::kQ4k, CodeKind::kQ6k}) {
-    for (const Shape& s : shapes) {
-      for (int misalign : {0, 1}) {
-        RandomWeights w(kind, s.rows, s.k, misalign, rng);
-        make_headers_valid(w, rng);
-        RandomActs a(s.n, s.k, misalign * 3, rng);
-        const int64_t ldy = s.rows + 2;
-        std::vector<float> want(static_cast<size_t>(s.n * ldy), -7.0f);
-        ref::quant_matmul(w.view, a.view, want.data(), ldy, s.begin, s.end);
-        // What rounding can move: the sum of |w * a| over the row.
-        std::vector<float> mag(want.size(), 0.0f), row(static_cast<size_t>(s.k));
-        for (int64_t r = s.begin; r < s.end; ++r) {
-          ref::dequantize_codes_row(w.view, r, row.data());
-          for (int t = 0; t < s.n; ++t) {
-            double m = 0;
-            for (int64_t j = 0; j < s.k; ++j) m += std::fabs(row[static_cast<size_t>(j)] * a.view.q[t * s.k + j]);
-            mag[static_cast<size_t>(t * ldy + r)] = static_cast<float>(m * a.view.scale[t]);
-          }
-        }
-        for (int t = 0; t < cpu::compiled_target_count(); ++t) {
-          cpu::force_target(t);
-          std::vector<float> got(want.size(), -7.0f);
-          cpu::quant_matmul(w.view, a.view, got.data(), ldy, s.begin, s.end);
-          for (size_t i = 0; i < want.size(); ++i) {
-            ASSERT_NEAR(got[i], want[i], 2e-6f * mag[i]) << cpu::target_name(t) << " " << kind_name(kind) << " rows=" << s.rows
-                                                        << " k=" << s.k << " n=" << s.n << " at " << i;
-          }
-        }
+  const BlockShape shapes[] = {{1, 256, 1, 0, 1},    {7, 512, 1, 0, 7},  {5, 256, 2, 0, 5},  {9, 768, 3, 1, 9},
+                               {4, 2048, 4, 0, 4},   {6, 256, 5, 0, 6},  {3, 1024, 9, 0, 3}, {10, 2048, 1, 1, 9},
+                               {4, 256, 70, 0, 4},   {5, 512, 13, 0, 5}, {3, 4096, 1, 0, 3}, {2, 256, 8, 0, 2},
+                               {11, 5632, 1, 0, 11}, {4, 1280, 6, 1, 4}};
+  // q80's rows are groups of 32: odd group counts too.
+  const BlockShape q80_shapes[] = {{3, 32, 1, 0, 3}, {5, 96, 1, 0, 5}, {7, 2144, 1, 1, 7}, {4, 160, 3, 0, 4}, {6, 2144, 9, 0, 6}};
+  for (CodeKind kind : {CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80}) {
+    for (int misalign : {0, 1}) {
+      for (bool floats : {false, true}) {
+        for (const BlockShape& s : shapes) check_block_case(kind, s, misalign, floats, rng);
+        if (kind != CodeKind::kQ80) continue;
+        for (const BlockShape& s : q80_shapes) check_block_case(kind, s, misalign, floats, rng);
       }
     }
   }
@@ -231,9 +262,9 @@ TEST_F(EveryTarget, BlockKindsMatchReference) {
 TEST_F(EveryTarget, DequantizeRowMatchesReference) {
   std::mt19937 rng(4);
   for (CodeKind kind : {CodeKind::kI4, CodeKind::kNf4, CodeKind::kI5, CodeKind::kI6, CodeKind::kI8, CodeKind::kI8s,
-                        CodeKind::kQ4k, CodeKind::kQ6k}) {
+                        CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80}) {
     for (int64_t k : {32, 64, 96, 2048, 2080}) {
-      if (block_kind(kind) && k % kSuperBlock != 0) continue;
+      if (block_kind(kind) && kind != CodeKind::kQ80 && k % kSuperBlock != 0) continue;
       for (int misalign : {0, 1}) {
         const int64_t rows = 3;
         RandomWeights w(kind, rows, k, misalign, rng);

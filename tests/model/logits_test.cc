@@ -74,11 +74,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"IQ4_XS", 0.023f, 0.023f}, Case{"Q3_K_S", 0.033f, 0.033f}, Case{"Q2_K", 0.048f, 0.048f}),
     [](const auto& param_info) { return std::string(param_info.param.type); });
 
-// The quantized fixtures packed as `ork pack` does by default (their
-// K-quants carried into q4k / q6k, the rest within their own bytes), on the
-// fast path, against llama.cpp's logits of the source file. Bounds: about
-// 1.5x the measured difference (printed), which per-token int8 activations
-// (llama.cpp: per-256 blocks) make a little wider than the reference's.
+// The quantized fixtures packed as `ork pack` does by default (Q4_K, Q5_K,
+// Q6_K and Q8_0 carried into q4k, q5k, q6k and q80, the rest within their
+// own bytes), on the fast path - activations quantized per block as
+// llama.cpp's are - against llama.cpp's logits of the source file. Bounds:
+// about 1.5x the measured difference (printed).
 struct PackCase {
   const char* type;
   float fast_tolerance;
@@ -98,7 +98,7 @@ TEST_P(CarriedPackLogits, MatchLlamaCpp) {
   ASSERT_TRUE(report.is_ok()) << report.status().to_string();
   int carried = 0;
   for (const auto& t : report->tensors) {
-    if (t.source == GgmlType::kQ4_K || t.source == GgmlType::kQ6_K) {
+    if (t.source == GgmlType::kQ4_K || t.source == GgmlType::kQ5_K || t.source == GgmlType::kQ6_K || t.source == GgmlType::kQ8_0) {
       EXPECT_TRUE(carried_tier(t.tier)) << t.name << " is " << tier_name(t.tier);
       ++carried;
     }
@@ -114,7 +114,8 @@ TEST_P(CarriedPackLogits, MatchLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KQuants, CarriedPackLogits,
-                         ::testing::Values(PackCase{"Q4_K_S", 0.016f}, PackCase{"Q6_K", 0.014f}),
+                         ::testing::Values(PackCase{"Q4_K_S", 0.022f}, PackCase{"Q5_K_S", 0.0095f}, PackCase{"Q6_K", 0.0101f},
+                                           PackCase{"Q8_0", 0.0122f}),
                          [](const auto& info) { return std::string(info.param.type); });
 
 std::vector<int32_t> read_ids(const std::string& path) {

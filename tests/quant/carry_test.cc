@@ -1,4 +1,4 @@
-// Carrying a GGUF K-quant into q4k / q6k keeps every weight: the carried
+// Carrying a GGUF quant into q4k / q5k / q6k / q80 keeps every weight: the carried
 // rows dequantize bit for bit to what llama.cpp dequantized from the same
 // files (fixtures/quant/), and the kernels' view of them (the embedding
 // lookup) is the same floats.
@@ -62,18 +62,22 @@ TEST_P(CarryFixture, CarriedRowsAreLlamaCppsWeightsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KQuants, CarryFixture,
-                         ::testing::Values(Case{"Q4_K_S", Tier::kQ4k}, Case{"Q6_K", Tier::kQ6k}),
+                         ::testing::Values(Case{"Q4_K_S", Tier::kQ4k}, Case{"Q5_K_S", Tier::kQ5k},
+                                           Case{"Q6_K", Tier::kQ6k}, Case{"Q8_0", Tier::kQ80}),
                          [](const auto& info) { return std::string(info.param.file_type); });
 
 TEST(Carry, OnlyWholeSuperBlocksOfKQuants) {
   EXPECT_EQ(carrier_tier(GgmlType::kQ4_K, 512), Tier::kQ4k);
   EXPECT_EQ(carrier_tier(GgmlType::kQ6_K, 256), Tier::kQ6k);
+  EXPECT_EQ(carrier_tier(GgmlType::kQ5_K, 768), Tier::kQ5k);
+  EXPECT_EQ(carrier_tier(GgmlType::kQ8_0, 96), Tier::kQ80);
+  EXPECT_FALSE(carrier_tier(GgmlType::kQ8_0, 100).has_value());
   EXPECT_FALSE(carrier_tier(GgmlType::kQ4_K, 288).has_value());
   EXPECT_FALSE(carrier_tier(GgmlType::kQ4_0, 512).has_value());
   EXPECT_FALSE(carrier_tier(GgmlType::kF16, 512).has_value());
   std::vector<uint8_t> src(144), data(1024);
   float scale = 0;
-  const Status st = carry_rows(GgmlType::kQ5_K, src.data(), 1, 256, data.data(), &scale);
+  const Status st = carry_rows(GgmlType::kIQ4_XS, src.data(), 1, 256, data.data(), &scale);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported);
 }
 

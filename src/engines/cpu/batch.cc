@@ -71,7 +71,8 @@ void CpuEngine::matmuls_together(std::span<const QuantJob> jobs, int group_size,
       const QuantJob& j = jobs[i];
       const int64_t end = std::min(e, first_block[i + 1]);
       const int64_t r0 = 4 * (b - first_block[i]), r1 = std::min(j.w.rows, 4 * (end - first_block[i]));
-      cpu::quant_matmul(j.w, {j.in->codes.data(), &j.in->scale, &j.in->sum, j.in->k, 1}, j.y, j.w.rows, r0, r1);
+      cpu::quant_matmul(j.w, {j.in->codes.data(), &j.in->scale, &j.in->sum, j.in->k, 1, j.in->row.data()}, j.y, j.w.rows,
+                        r0, r1);
       // acq_rel: the thread that counts a group down to zero sees the rows
       // every other thread wrote for it.
       if (grouped && group_rows_left_[i / per_group].fetch_sub(r1 - r0, std::memory_order_acq_rel) == r1 - r0) {

@@ -198,7 +198,7 @@ void CpuEngine::experts_prefill(const ExpertsJob& job) {
         sums.resize(m);
         pad_rotate_quantize(src, x.m, cols, kw, w.rotation_block, signs, f32.data(), codes.data(), scales.data(),
                             sums.data());
-        return QuantActs{codes.data(), scales.data(), sums.data(), kw, x.m};
+        return QuantActs{codes.data(), scales.data(), sums.data(), kw, x.m, f32.data()};
       };
       const QuantActs gu = prepare(in.data(), E, g, x.gate_signs);
       gate.resize(m * ff);

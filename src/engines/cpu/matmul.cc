@@ -86,7 +86,7 @@ bool CpuEngine::matmul_fast(const MatmulJob& job) {
   const int64_t min_blocks = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, n * k));
   if (quantized) {
     const QuantWeights qw = quant_weights(w.tier_tensor(), job.i8s_high_only);
-    const QuantActs qa{act_i8_.data(), act_scales_.data(), act_sums_.data(), k, n};
+    const QuantActs qa{act_i8_.data(), act_scales_.data(), act_sums_.data(), k, n, act_f32_.data()};
     // Decode claims shares of rows as the threads free up (a join waits for
     // the slowest thread); prefill keeps one slice per thread, since each
     // call lays the activations out into panels again.

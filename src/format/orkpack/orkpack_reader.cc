@@ -57,9 +57,9 @@ Status read_entry(ByteCursor& cur, uint64_t data_size, OrkpackTensor* e) {
     return bad(fmt::format("k_stored {} is not ne[0] = {} rounded up to {}", k_stored, s.dims[0], kTierGroup));
   }
   s.k_stored = static_cast<int64_t>(k_stored);
-  if (carried_tier(s.tier) && (k_stored % kSuperBlock != 0 || k_stored != s.dims[0])) {
-    return bad(fmt::format("tier {} needs rows of whole {}-weight super-blocks, not k_stored {} (ne[0] {})",
-                           tier_name(s.tier), kSuperBlock, k_stored, s.dims[0]));
+  if (carried_tier(s.tier) && (k_stored % carried_block(s.tier) != 0 || k_stored != s.dims[0])) {
+    return bad(fmt::format("tier {} needs rows of whole {}-weight blocks, not k_stored {} (ne[0] {})",
+                           tier_name(s.tier), carried_block(s.tier), k_stored, s.dims[0]));
   }
   if (rotation > 1) return Status(StatusCode::kUnsupported, fmt::format("{}: unknown rotation {}", t, rotation));
   const uint32_t b = s.rotation_block;
@@ -136,28 +136,35 @@ Status check_finite(const OrkpackTensor& e) {
       break;
     }
     case Tier::kQ4k:
-    case Tier::kQ6k: {
-      // The super-block scales d (and q4k's dmin), f16 in each header.
+    case Tier::kQ5k:
+    case Tier::kQ6k:
+    case Tier::kQ80: {
+      // The block scales d (and q4k's, q5k's dmin), f16 in each header;
+      // q4k's and q5k's sub-scales and mins are six-bit, as the source's.
+      const Tier tier = e.spec.tier;
       const int64_t k = e.spec.k_stored, rows = e.spec.rows();
-      const bool q4k = e.spec.tier == Tier::kQ4k;
-      const int64_t row1 = q4k ? k / kSuperBlock * kQ4kHeaderBytes : k / 4 + k / kSuperBlock * kQ6kHeaderBytes;
-      const uint8_t* plane1 = e.data + k / 2 * rows;
+      const bool mins = tier == Tier::kQ4k || tier == Tier::kQ5k;
+      const int64_t header = tier == Tier::kQ80 ? kQ80HeaderBytes : mins ? kQ4kHeaderBytes : kQ6kHeaderBytes;
+      const int64_t before = tier == Tier::kQ5k ? k / 8 : tier == Tier::kQ6k ? k / 4 : 0;
+      const int64_t blocks = k / carried_block(tier);
+      const int64_t plane0 = tier == Tier::kQ80 ? k : k / 2;
+      const uint8_t* plane1 = e.data + plane0 * rows;
       for (int64_t r = 0; r < rows; ++r) {
-        const uint8_t* headers = plane1 + r * row1 + (q4k ? 0 : k / 4);
-        for (int64_t b = 0; b < k / kSuperBlock; ++b) {
-          for (int f = 0; f < (q4k ? 2 : 1); ++f) {
-            uint16_t h;
-            std::memcpy(&h, headers + b * (q4k ? kQ4kHeaderBytes : kQ6kHeaderBytes) + 2 * f, 2);
-            if ((h & 0x7C00) == 0x7C00) {
-              return bad(f == 0 ? "the scale d of super-block" : "the scale dmin of super-block",
-                         static_cast<uint64_t>(r * (k / kSuperBlock) + b), f16_to_f32(h));
+        const uint8_t* headers = plane1 + r * (before + blocks * header) + before;
+        for (int64_t b = 0; b < blocks; ++b) {
+          const uint8_t* h = headers + b * header;
+          for (int f = 0; f < (mins ? 2 : 1); ++f) {
+            uint16_t v;
+            std::memcpy(&v, h + 2 * f, 2);
+            if ((v & 0x7C00) == 0x7C00) {
+              return bad(f == 0 ? "the scale d of block" : "the scale dmin of block",
+                         static_cast<uint64_t>(r * blocks + b), f16_to_f32(v));
             }
           }
-          // q4k's sub-scales and mins are six-bit, as Q4_K's are.
-          for (int i = 4; q4k && i < kQ4kHeaderBytes; ++i) {
-            if (headers[b * kQ4kHeaderBytes + i] >= 64) {
-              return error(StatusCode::kCorrupt, "tensor '{}': super-block {} has a sub-scale of {}; q4k's are below 64",
-                           escape_text(e.spec.name), r * (k / kSuperBlock) + b, headers[b * kQ4kHeaderBytes + i]);
+          for (int i = 4; mins && i < kQ4kHeaderBytes; ++i) {
+            if (h[i] >= 64) {
+              return error(StatusCode::kCorrupt, "tensor '{}': block {} has a sub-scale of {}; {}'s are below 64",
+                           escape_text(e.spec.name), r * blocks + b, h[i], tier_name(tier));
             }
           }
         }

@@ -648,7 +648,7 @@ struct BlockScaleTables {
       for (int half = 0; half < 2; ++half) {
         for (size_t p = 0; p < kL; ++p) {
           const int group = st * kStepGroups + static_cast<int>(p / 16);
-          const int sub = K == CodeKind::kQ4k ? group : 2 * group + half;
+          const int sub = K == CodeKind::kQ6k ? 2 * group + half : group;
           idx[st][half][p] = p % 2 == 0 ? 0x80 : static_cast<uint8_t>(sub);
         }
       }
@@ -673,16 +673,41 @@ HWY_INLINE VI32 ScaledWidenAdd(VI16 p, VI16 s, VI32 acc) {
 #endif
 }
 
+// A header's f16 scale: F16C's conversion where the target has it (every
+// x86 target from AVX2 up), else the portable one.
+HWY_INLINE float HeaderF16(const uint8_t* p) {
+#if ORK_X86_256
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+#else
+  return load_f16_at(p);
+#endif
+}
+
+// sum over a super-block's eight groups of m * (activation sum): the
+// eight six-bit mins against eight int16 group sums.
+HWY_INLINE int32_t MinsDot(const uint8_t* m, const int16_t* sums) {
+  const hn::Full128<int16_t> d16;
+  const hn::Full128<int32_t> d32;
+  const auto mv = hn::PromoteTo(d16, hn::LoadU(hn::Full64<uint8_t>(), m));
+  auto odd = hn::Zero(d32);
+  const auto even = hn::ReorderWidenMulAccumulate(d32, mv, hn::LoadU(d16, sums), hn::Zero(d32), odd);
+  return hn::GetLane(hn::SumOfLanes(d32, hn::Add(even, odd)));
+}
+
 template <CodeKind K>
 struct BlockCodes {
-  static constexpr CodeKind kBase = K == CodeKind::kQ4k ? CodeKind::kI4 : CodeKind::kI6;
+  // q4k and q5k: a sub-scale and a min per 32 weights; q6k: a sub-scale per 16.
+  static constexpr bool kMins = K != CodeKind::kQ6k;
+  static constexpr CodeKind kBase = K == CodeKind::kQ4k ? CodeKind::kI4 : K == CodeKind::kQ5k ? CodeKind::kI5 : CodeKind::kI6;
   using Base = Codes<kBase>;
-  static constexpr int64_t kHeader = K == CodeKind::kQ4k ? kQ4kHeaderBytes : kQ6kHeaderBytes;
-  static constexpr int64_t kScalesAt = K == CodeKind::kQ4k ? 4 : 2;  // within a header
+  static constexpr int64_t kHeader = kMins ? kQ4kHeaderBytes : kQ6kHeaderBytes;
+  static constexpr int64_t kScalesAt = kMins ? 4 : 2;  // within a header
 
   // Pair sums of the step's two code vectors against their activations.
   static HWY_INLINE void Pairs(VU8 c, VI8 a, VI16& p) {
-    if constexpr (K == CodeKind::kQ4k) {
+    if constexpr (kMins) {
       p = PairsUnsigned(c, a);
     } else {
       p = PairsSigned(hn::Sub(hn::BitCast(DI8(), c), hn::Set(DI8(), 32)), a);
@@ -692,7 +717,7 @@ struct BlockCodes {
   // The super-block's sub-scales in every 128-bit block.
   static HWY_INLINE VU8 ScaleSource(const uint8_t* header) {
     const DU8 du;
-    if constexpr (K == CodeKind::kQ4k) {
+    if constexpr (kMins) {
       uint64_t v;
       std::memcpy(&v, header + kScalesAt, 8);
       return hn::BitCast(du, hn::Set(hn::Repartition<uint64_t, DU8>(), v));
@@ -708,9 +733,18 @@ struct BlockCodes {
   }
 };
 
+// The block kinds' activations (ref::block_acts): each token's int8 codes
+// in act_block(kind) blocks with a scale each, and q4k's / q5k's sums of
+// each group of 32 codes.
+struct BlockActs {
+  const float* scale = nullptr;         // [token][block]
+  const int16_t* group_sums = nullptr;  // [token][group]
+  int64_t blocks = 0;                   // per token
+};
+
 template <CodeKind K, int R, int T, bool kFar = false>
-HWY_NOINLINE void BlockTile(const QuantWeights& w, const QuantActs& a, const int8_t* panel, const int32_t* group_sums,
-                            int64_t r0, int t0, float* y, int64_t ldy, int64_t stride = 1) {
+HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
+                            float* y, int64_t ldy, int64_t stride = 1) {
   if constexpr (!kFar) stride = 1;
   using C = BlockCodes<K>;
   using Base = typename C::Base;
@@ -733,8 +767,12 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const QuantActs& a, const int
   const uint8_t* next1 = w.p1 + (r0 + R * ahead) * b1;
 
   hn::Vec<decltype(df)> facc[R][T];
+  float mins[R][T];  // q4k, q5k: sum of dmin * as * (m . group sums)
   for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) facc[r][t] = hn::Zero(df);
+    for (int t = 0; t < T; ++t) {
+      facc[r][t] = hn::Zero(df);
+      mins[r][t] = 0.0f;
+    }
   }
   constexpr int kSteps = BlockScaleTables<K>::kSteps;
   const int64_t blocks = w.k / kSuperBlock;
@@ -765,7 +803,7 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const QuantActs& a, const int
       for (int r = 0; r < R; ++r) {
         Base::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
         s0[r] = C::StepScales(source[r], st, 0);
-        s1[r] = K == CodeKind::kQ4k ? s0[r] : C::StepScales(source[r], st, 1);
+        s1[r] = C::kMins ? s0[r] : C::StepScales(source[r], st, 1);
       }
       const int8_t* p = panel + at_step * T * kStepBytes;
       for (int t = 0; t < T; ++t) {
@@ -779,41 +817,134 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const QuantActs& a, const int
       }
     }
     for (int r = 0; r < R; ++r) {
-      const auto d = hn::Set(df, load_f16_at(headers[r] + b * C::kHeader));
-      for (int t = 0; t < T; ++t) facc[r][t] = hn::MulAdd(hn::ConvertTo(df, acc[r][t]), d, facc[r][t]);
+      const uint8_t* h = headers[r] + b * C::kHeader;
+      const float d = HeaderF16(h);
+      for (int t = 0; t < T; ++t) {
+        const float as = a.scale[(t0 + t) * a.blocks + b];
+        facc[r][t] = hn::MulAdd(hn::ConvertTo(df, acc[r][t]), hn::Set(df, d * as), facc[r][t]);
+        if constexpr (C::kMins) {
+          const int32_t m = MinsDot(h + 12, a.group_sums + (t0 + t) * (w.k / 32) + b * 8);
+          mins[r][t] += HeaderF16(h + 2) * as * static_cast<float>(m);
+        }
+      }
     }
   }
   for (int r = 0; r < R; ++r) {
     const int64_t row = r0 + r * stride;
     const float ws = w.scales[row] * w.scale_mul;
     for (int t = 0; t < T; ++t) {
-      float v = hn::GetLane(hn::SumOfLanes(df, facc[r][t]));
-      if constexpr (K == CodeKind::kQ4k) {
-        const int32_t* gs = group_sums + (t0 + t) * (w.k / 32);
-        float mins = 0.0f;
-        for (int64_t b = 0; b < blocks; ++b) {
-          const Q4kHeader h = q4k_header(headers[r], b);
-          int32_t m = 0;
-          for (int gi = 0; gi < 8; ++gi) m += h.m[gi] * gs[b * 8 + gi];
-          mins += h.dmin * static_cast<float>(m);
-        }
-        v -= mins;
-      }
-      y[(t0 + t) * ldy + row] = ws * a.scale[t0 + t] * v;
+      y[(t0 + t) * ldy + row] = ws * (hn::GetLane(hn::SumOfLanes(df, facc[r][t])) - mins[r][t]);
     }
   }
 }
 
-// Every token's activation sum over each group of 32 (q4k's mins).
-void GroupSums(const QuantActs& a, int t_begin, int t_end, std::vector<int32_t>& out) {
-  const int64_t groups = a.k / 32;
-  out.resize(static_cast<size_t>(a.n * groups));
-  for (int t = t_begin; t < t_end; ++t) {
-    const int8_t* q = a.q + t * a.k;
+// q80: int8 codes with an f16 scale d per group of 32 (Q8_0's blocks).
+// Each group's int32 dot goes to float and meets its d at once (on 256-bit
+// targets a step's two code vectors are two groups, on 128-bit ones the
+// two halves of one).
+template <int R, int T, bool kFar = false>
+HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
+                              float* y, int64_t ldy, int64_t stride = 1) {
+  if constexpr (!kFar) stride = 1;
+  using C = Codes<CodeKind::kI8>;
+  const DI8 di;
+  const DI32 d32;
+  const hn::Repartition<float, DI32> df;
+  const int64_t b0 = w.k, b1 = plane1_row_bytes(CodeKind::kQ80, w.k);
+  const uint8_t* row0[R];
+  const uint8_t* ds[R];
+  for (int r = 0; r < R; ++r) {
+    row0[r] = w.p0 + (r0 + r * stride) * b0;
+    ds[r] = w.p1 + (r0 + r * stride) * b1;
+  }
+  constexpr int64_t step0 = kPlane0StepBytes<CodeKind::kI8>;
+  const int64_t ahead = kFar ? 0 : std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1)));
+  const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
+  hn::Vec<decltype(df)> facc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) facc[r][t] = hn::Zero(df);
+  }
+  const int64_t steps = w.k / 32 / kStepGroups;
+  for (int64_t st = 0; st < steps; ++st) {
+    const int64_t g = st * kStepGroups;
+    if constexpr (kFar) {
+      for (int r = 0; r < R; ++r) {
+        PrefetchSpan<step0>(row0[r] + kFarPrefetchBytes + st * step0);
+        if (st % 16 == 0) hwy::Prefetch(ds[r] + b1 + g * kQ80HeaderBytes);
+      }
+    } else {
+      PrefetchSpan<R * step0>(next0 + st * R * step0);
+    }
+    VI8 c0[R], c1[R];
+    float d0[R], d1[R];
+    for (int r = 0; r < R; ++r) {
+      C::LoadStep(row0[r], nullptr, g, c0[r], c1[r]);
+      d0[r] = HeaderF16(ds[r] + g * kQ80HeaderBytes);
+      d1[r] = kStepGroups == 2 ? HeaderF16(ds[r] + (g + 1) * kQ80HeaderBytes) : d0[r];
+    }
+    const int8_t* p = panel + st * T * kStepBytes;
+    for (int t = 0; t < T; ++t) {
+      const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
+      const float* as = a.scale + (t0 + t) * a.blocks + g;
+      for (int r = 0; r < R; ++r) {
+        const VI32 v0 = WidenAdd(PairsSigned(c0[r], av0), hn::Zero(d32));
+        const VI32 v1 = WidenAdd(PairsSigned(c1[r], av1), hn::Zero(d32));
+        if constexpr (kStepGroups == 2) {
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v1), hn::Set(df, d1[r] * as[1]),
+                                  hn::MulAdd(hn::ConvertTo(df, v0), hn::Set(df, d0[r] * as[0]), facc[r][t]));
+        } else {
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, hn::Add(v0, v1)), hn::Set(df, d0[r] * as[0]), facc[r][t]);
+        }
+      }
+    }
+  }
+  if constexpr (kStepGroups == 2) {
+    if (steps * 2 < w.k / 32) {  // the odd group, in weight order
+      const int64_t g = steps * 2;
+      for (int r = 0; r < R; ++r) {
+        const VI8 c = C::LoadGroup(row0[r], nullptr, g);
+        const float d = HeaderF16(ds[r] + g * kQ80HeaderBytes);
+        for (int t = 0; t < T; ++t) {
+          const VI8 av = hn::LoadU(di, panel + steps * T * kStepBytes + t * 32);
+          const auto dv = hn::Set(df, d * a.scale[(t0 + t) * a.blocks + g]);
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, WidenAdd(PairsSigned(c, av), hn::Zero(d32))), dv, facc[r][t]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = r0 + r * stride;
+    const float ws = w.scales[row] * w.scale_mul;
+    for (int t = 0; t < T; ++t) {
+      y[(t0 + t) * ldy + row] = ws * hn::GetLane(hn::SumOfLanes(df, facc[r][t]));
+    }
+  }
+}
+
+// One tile of a block kind.
+template <CodeKind K, int R, int T, bool kFar = false>
+HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
+                             int64_t ldy, int64_t stride = 1) {
+  if constexpr (K == CodeKind::kQ80) {
+    Block32Tile<R, T, kFar>(w, a, panel, r0, t0, y, ldy, stride);
+  } else {
+    BlockTile<K, R, T, kFar>(w, a, panel, r0, t0, y, ldy, stride);
+  }
+}
+
+// Every token's activation sum over each group of 32 (q4k's and q5k's
+// mins), as int16 (at most 32 * 127).
+void GroupSums(const int8_t* codes, int n, int64_t k, std::vector<int16_t>& out) {
+  const int64_t groups = k / 32;
+  out.resize(static_cast<size_t>(n * groups));
+  const hn::CappedTag<int8_t, 8> d8;
+  const hn::Rebind<int16_t, decltype(d8)> d16;
+  for (int t = 0; t < n; ++t) {
+    const int8_t* q = codes + t * k;
     for (int64_t g = 0; g < groups; ++g) {
-      int32_t s = 0;
-      for (int j = 0; j < 32; ++j) s += q[g * 32 + j];
-      out[static_cast<size_t>(t * groups + g)] = s;
+      auto acc = hn::Zero(d16);
+      for (size_t j = 0; j < 32; j += hn::Lanes(d8)) acc = hn::Add(acc, hn::PromoteTo(d16, hn::LoadU(d8, q + g * 32 + j)));
+      out[static_cast<size_t>(t * groups + g)] = static_cast<int16_t>(hn::GetLane(hn::SumOfLanes(d16, acc)));
     }
   }
 }
@@ -823,19 +954,36 @@ void GroupSums(const QuantActs& a, int t_begin, int t_end, std::vector<int32_t>&
 // tokens over blocks of rows kept in L2 (the block tile keeps twice the
 // accumulators of Tile, so 8 tokens would spill on AVX2).
 template <CodeKind K>
-void MatmulBlockKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
+void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64_t ldy, int64_t row_begin,
                      int64_t row_end) {
-  thread_local std::vector<int8_t> scratch;
-  thread_local std::vector<int32_t> sums;
-  if constexpr (K == CodeKind::kQ4k) GroupSums(a, 0, a.n, sums);
+  constexpr bool kNibbleOrder = K != CodeKind::kQ80;
+  thread_local std::vector<int8_t> scratch, codes;
+  thread_local std::vector<int16_t> sums;
+  thread_local std::vector<int32_t> block_sums;
+  thread_local std::vector<float> scales;
+  const int64_t block = act_block(K), nb = in.k / block;
+  scales.resize(static_cast<size_t>(in.n * nb));
+  const int8_t* q = in.q;
+  if (in.f32 != nullptr) {
+    codes.resize(static_cast<size_t>(in.n * in.k));
+    block_sums.resize(scales.size());
+    QuantizeActs(in.f32, static_cast<int>(in.n * nb), block, codes.data(), scales.data(), block_sums.data());
+    q = codes.data();
+  } else {
+    for (int t = 0; t < in.n; ++t) std::fill_n(&scales[static_cast<size_t>(t * nb)], nb, in.scale[t]);
+  }
+  if constexpr (K == CodeKind::kQ4k || K == CodeKind::kQ5k) GroupSums(q, in.n, in.k, sums);
+  const BlockActs acts{scales.data(), sums.data(), nb};
+  QuantActs a = in;  // the codes the tiles read
+  a.q = q;
   if (a.n == 1) {
     int8_t* const panel = PanelScratch(scratch, a.k);
-    PanelActs<true>(a.q, 1, a.k, panel);
+    PanelActs<kNibbleOrder>(a.q, 1, a.k, panel);
     const int64_t half = (row_end - row_begin) / 2;
     for (int64_t r = row_begin; r < row_begin + half; ++r) {
-      BlockTile<K, 2, 1, true>(w, a, panel, sums.data(), r, 0, y, ldy, half);
+      AnyBlockTile<K, 2, 1, true>(w, acts, panel, r, 0, y, ldy, half);
     }
-    if ((row_end - row_begin) % 2 == 1) BlockTile<K, 1, 1>(w, a, panel, sums.data(), row_end - 1, 0, y, ldy);
+    if ((row_end - row_begin) % 2 == 1) AnyBlockTile<K, 1, 1>(w, acts, panel, row_end - 1, 0, y, ldy);
     return;
   }
   const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / a.k / 4 * 4, 4, 256));
@@ -846,20 +994,22 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& a, float* y, int64_
     const int c1 = std::min(a.n, c0 + chunk);
     const int t4 = c0 + (c1 - c0) / 4 * 4, t2 = t4 + (c1 - t4) / 2 * 2;
     auto tile_size = [&](int t) { return t < t4 ? 4 : t < t2 ? 2 : 1; };
-    for (int t = c0; t < c1; t += tile_size(t)) PanelActs<true>(a.q + t * a.k, tile_size(t), a.k, panels + (t - c0) * a.k);
+    for (int t = c0; t < c1; t += tile_size(t)) {
+      PanelActs<kNibbleOrder>(a.q + t * a.k, tile_size(t), a.k, panels + (t - c0) * a.k);
+    }
     for (int64_t rb = row_begin; rb < row_end; rb += row_block) {
       const int64_t re = std::min(row_end, rb + row_block);
       for (int t = c0; t < c1; t += tile_size(t)) {
         const int8_t* panel = panels + (t - c0) * a.k;
         switch (tile_size(t)) {
           case 4:
-            for (int64_t r = rb; r < re; ++r) BlockTile<K, 1, 4>(w, a, panel, sums.data(), r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 4>(w, acts, panel, r, t, y, ldy);
             break;
           case 2:
-            for (int64_t r = rb; r < re; ++r) BlockTile<K, 1, 2>(w, a, panel, sums.data(), r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 2>(w, acts, panel, r, t, y, ldy);
             break;
           default:
-            for (int64_t r = rb; r < re; ++r) BlockTile<K, 1, 1>(w, a, panel, sums.data(), r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 1>(w, acts, panel, r, t, y, ldy);
         }
       }
     }
@@ -912,7 +1062,9 @@ void DequantizeRowKind(const QuantWeights& w, int64_t r, float* out) {
 void DequantizeRow(const QuantWeights& w, int64_t r, float* out) {
   switch (w.kind) {
     case CodeKind::kQ4k:
-    case CodeKind::kQ6k: return ref::dequantize_codes_row(w, r, out);  // a lookup per token: not hot
+    case CodeKind::kQ5k:
+    case CodeKind::kQ6k:
+    case CodeKind::kQ80: return ref::dequantize_codes_row(w, r, out);  // a lookup per token: not hot
     case CodeKind::kI4: return DequantizeRowKind<CodeKind::kI4>(w, r, out);
     case CodeKind::kNf4: return DequantizeRowKind<CodeKind::kNf4>(w, r, out);
     case CodeKind::kI5: return DequantizeRowKind<CodeKind::kI5>(w, r, out);
@@ -934,6 +1086,8 @@ void MatmulAnyKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
     case CodeKind::kI8s: return MatmulKind<CodeKind::kI8s, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ4k: return MatmulBlockKind<CodeKind::kQ4k>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ6k: return MatmulBlockKind<CodeKind::kQ6k>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ5k: return MatmulBlockKind<CodeKind::kQ5k>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ80: return MatmulBlockKind<CodeKind::kQ80>(w, a, y, ldy, row_begin, row_end);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "quant/block_header.h"
 #include "quant/planes.h"
@@ -26,6 +27,8 @@ QuantWeights quant_weights(const TierTensor& t, bool i8s_high_only) {
       break;
     case Tier::kQ4k: w.kind = CodeKind::kQ4k; break;
     case Tier::kQ6k: w.kind = CodeKind::kQ6k; break;
+    case Tier::kQ5k: w.kind = CodeKind::kQ5k; break;
+    case Tier::kQ80: w.kind = CodeKind::kQ80; break;
     default: return {};  // float tiers have no integer view
   }
   // Plane 1 of every row follows plane 0 of every row.
@@ -76,6 +79,8 @@ int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j) {
     }
     case CodeKind::kQ4k: return planes::get_nibble(row0, j);
     case CodeKind::kQ6k: return (planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 2) << 4)) - 32;
+    case CodeKind::kQ5k: return planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 1) << 4);
+    case CodeKind::kQ80: return static_cast<int8_t>(row0[j]);
   }
   return 0;
 }
@@ -90,26 +95,43 @@ const uint8_t* block_headers(const QuantWeights& w, int64_t r) {
 void dequantize_block_row(const QuantWeights& w, int64_t r, float* out) {
   const float scale = w.scales[r] * w.scale_mul;
   const uint8_t* headers = block_headers(w, r);
+  if (w.kind == CodeKind::kQ80) {
+    for (int64_t j = 0; j < w.k; ++j) {
+      out[j] = scale * (static_cast<float>(weight_code(w, r, j)) * load_f16_at(headers + j / kQ80Block * kQ80HeaderBytes));
+    }
+    return;
+  }
   for (int64_t b = 0; b < w.k / kSuperBlock; ++b) {
     for (int64_t l = 0; l < kSuperBlock; ++l) {
       const int64_t j = b * kSuperBlock + l;
       const auto q = static_cast<float>(weight_code(w, r, j));
-      if (w.kind == CodeKind::kQ4k) {
-        const Q4kHeader h = q4k_header(headers, b);
-        out[j] = scale * (h.d * static_cast<float>(h.sc[l / 32]) * q - h.dmin * static_cast<float>(h.m[l / 32]));
-      } else {
+      if (w.kind == CodeKind::kQ6k) {
         const Q6kHeader h = q6k_header(headers, b);
         out[j] = scale * (h.d * static_cast<float>(h.sc[l / 16]) * q);
+      } else {
+        const Q4kHeader h = q4k_header(headers, b);
+        out[j] = scale * (h.d * static_cast<float>(h.sc[l / 32]) * q - h.dmin * static_cast<float>(h.m[l / 32]));
       }
     }
   }
 }
 
-// sum over super-blocks of d * (integer sum over sub-blocks of sc * dot)
-// - dmin * (integer sum of m * activation sum), in super-block order.
-float block_row_dot(const QuantWeights& w, int64_t r, const int8_t* a) {
+// sum over blocks of (d * as) * (integer sum over sub-blocks of sc * dot)
+// - (dmin * as) * (integer sum of m * activation sum), in block order, with
+// `as` the activation block's scale (act_block(kind) weights each).
+float block_row_dot(const QuantWeights& w, int64_t r, const int8_t* a, const float* as) {
   const uint8_t* headers = block_headers(w, r);
-  const int64_t sub = w.kind == CodeKind::kQ4k ? 32 : 16;
+  if (w.kind == CodeKind::kQ80) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < w.k / kQ80Block; ++b) {
+      int32_t dot = 0;
+      for (int64_t l = 0; l < kQ80Block; ++l) dot += weight_code(w, r, b * kQ80Block + l) * a[b * kQ80Block + l];
+      acc += load_f16_at(headers + b * kQ80HeaderBytes) * as[b] * static_cast<float>(dot);
+    }
+    return acc;
+  }
+  const bool mins = w.kind != CodeKind::kQ6k;
+  const int64_t sub = mins ? 32 : 16;
   float acc = 0.0f;
   for (int64_t b = 0; b < w.k / kSuperBlock; ++b) {
     int32_t isum = 0, msum = 0;
@@ -120,7 +142,7 @@ float block_row_dot(const QuantWeights& w, int64_t r, const int8_t* a) {
         dot += weight_code(w, r, j) * a[j];
         asum += a[j];
       }
-      if (w.kind == CodeKind::kQ4k) {
+      if (mins) {
         const Q4kHeader h = q4k_header(headers, b);
         isum += h.sc[s] * dot;
         msum += h.m[s] * asum;
@@ -128,11 +150,11 @@ float block_row_dot(const QuantWeights& w, int64_t r, const int8_t* a) {
         isum += q6k_header(headers, b).sc[s] * dot;
       }
     }
-    if (w.kind == CodeKind::kQ4k) {
+    if (mins) {
       const Q4kHeader h = q4k_header(headers, b);
-      acc += h.d * static_cast<float>(isum) - h.dmin * static_cast<float>(msum);
+      acc += h.d * as[b] * static_cast<float>(isum) - h.dmin * as[b] * static_cast<float>(msum);
     } else {
-      acc += q6k_header(headers, b).d * static_cast<float>(isum);
+      acc += q6k_header(headers, b).d * as[b] * static_cast<float>(isum);
     }
   }
   return acc;
@@ -146,16 +168,36 @@ void dequantize_codes_row(const QuantWeights& w, int64_t r, float* out) {
   for (int64_t j = 0; j < w.k; ++j) out[j] = scale * static_cast<float>(weight_code(w, r, j));
 }
 
+void block_acts(const QuantActs& a, int64_t block, std::vector<int8_t>& q, std::vector<float>& scale) {
+  const int64_t nb = a.k / block;
+  scale.resize(static_cast<size_t>(a.n * nb));
+  if (a.f32 == nullptr) {
+    q.assign(a.q, a.q + a.n * a.k);
+    for (int t = 0; t < a.n; ++t) std::fill_n(&scale[static_cast<size_t>(t * nb)], nb, a.scale[t]);
+    return;
+  }
+  q.resize(static_cast<size_t>(a.n * a.k));
+  std::vector<int32_t> sums(scale.size());
+  quantize_acts(a.f32, static_cast<int>(a.n * nb), block, q.data(), scale.data(), sums.data());
+}
+
 void quant_matmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                   int64_t row_end) {
+  if (block_kind(w.kind)) {
+    std::vector<int8_t> q;
+    std::vector<float> as;
+    block_acts(a, act_block(w.kind), q, as);
+    const int64_t nb = a.k / act_block(w.kind);
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      const float ws = w.scales[r] * w.scale_mul;
+      for (int t = 0; t < a.n; ++t) y[t * ldy + r] = ws * block_row_dot(w, r, &q[static_cast<size_t>(t * a.k)], &as[static_cast<size_t>(t * nb)]);
+    }
+    return;
+  }
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float ws = w.scales[r] * w.scale_mul;
     for (int t = 0; t < a.n; ++t) {
       const int8_t* at = a.q + t * a.k;
-      if (block_kind(w.kind)) {
-        y[t * ldy + r] = ws * a.scale[t] * block_row_dot(w, r, at);
-        continue;
-      }
       int32_t dot = 0;
       for (int64_t j = 0; j < w.k; ++j) dot += weight_code(w, r, j) * at[j];
       y[t * ldy + r] = ws * a.scale[t] * static_cast<float>(dot);

@@ -1,11 +1,12 @@
 // Scalar references of the CPU engine's integer kernels (kernels/cpu):
 // activation quantization and the quantized matmul. Integer-exact, so every
 // SIMD target must match them bit for bit - except the block kinds (q4k,
-// q6k), whose super-blocks are summed in float: there the targets agree to
+// q5k, q6k, q80), whose super-blocks are summed in float: there the targets agree to
 // float rounding (kernels/quant_types.h).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/quant_types.h"
 
@@ -18,7 +19,7 @@ namespace ork::ref {
 void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum, int max_code = 127);
 
 // The integer code of weight j of row r (see kernels/quant_types.h; for
-// q4k the unsigned nibble, for q6k the six-bit code less 32).
+// q4k and q5k the unsigned code, for q6k the six-bit code less 32).
 int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j);
 
 // Row r of w as floats, the kernels' own view of it (an embedding lookup):
@@ -26,6 +27,11 @@ int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j);
 // For i4, i5, i6, i8 and i8s that is the tier's dequantized weight
 // exactly; nf4 reads its int8 codebook (within 0.5/127 of the float one).
 void dequantize_codes_row(const QuantWeights& w, int64_t r, float* out);
+
+// The block kinds' activations: per token, act_block()-sized blocks of
+// int8 codes with one scale each - requantized from a.f32 if given, else
+// a.q with the token's scale for every block.
+void block_acts(const QuantActs& a, int64_t block, std::vector<int8_t>& q, std::vector<float>& scale);
 
 // y[t * ldy + r] for t < a.n and r in [row_begin, row_end), as in
 // kernels/quant_types.h: the float product is
