@@ -16,12 +16,18 @@
 // (quant/carry.h): rows are blocks - super-blocks of 256 weights for the
 // K-quants, each with its own f16 scale d (q4k, q5k: and dmin) and every 32
 // (q4k, q5k) or 16 (q6k) weights a small integer sub-scale; 32 weights for
-// q80, each with its f16 d. The per-row scale is 1 and
+// the others, each with its f16 d (q41, q51: and m). There is no row scale:
 //
 //   kQ4k   w = d * sc[j / 32] * nibble - dmin * m[j / 32]
 //   kQ5k   w = d * sc[j / 32] * five-bit code - dmin * m[j / 32]
 //   kQ6k   w = d * sc[j / 16] * (six-bit code - 32)
-//   kQ80   w = d * int8 code
+//   kQ80   w = d * int8 code                  (d per 32 weights, as below)
+//   kQ40   w = d * (nibble - 8)
+//   kQ41   w = d * nibble + m
+//   kQ50   w = d * (five-bit code - 16)
+//   kQ51   w = d * five-bit code + m
+//   kIq4nl w = d * kIq4nlValues[nibble]
+//   kIq4xs w = d * sc[j / 32] * kIq4nlValues[nibble]   (super-blocks of 256)
 //
 // so y[t][r] = act_scale[t] * sum over blocks of
 // (d * sum_sub sc * dot_sub - dmin * sum_sub m * act_sum_sub): integer
@@ -37,11 +43,28 @@
 
 namespace ork {
 
-enum class CodeKind { kI4, kNf4, kI5, kI6, kI8, kI8s, kQ4k, kQ6k, kQ5k, kQ80 };
+enum class CodeKind { kI4, kNf4, kI5, kI6, kI8, kI8s, kQ4k, kQ6k, kQ5k, kQ80, kQ40, kQ41, kQ50, kQ51, kIq4nl, kIq4xs };
 
-inline bool block_kind(CodeKind kind) {
-  return kind == CodeKind::kQ4k || kind == CodeKind::kQ5k || kind == CodeKind::kQ6k || kind == CodeKind::kQ80;
+// The block kinds: the carried tiers (quant/tier.h), one kind each.
+inline bool block_kind(CodeKind kind) { return static_cast<int>(kind) >= static_cast<int>(CodeKind::kQ4k); }
+inline Tier block_tier(CodeKind kind) {
+  switch (kind) {
+    case CodeKind::kQ4k: return Tier::kQ4k;
+    case CodeKind::kQ5k: return Tier::kQ5k;
+    case CodeKind::kQ6k: return Tier::kQ6k;
+    case CodeKind::kQ80: return Tier::kQ80;
+    case CodeKind::kQ40: return Tier::kQ40;
+    case CodeKind::kQ41: return Tier::kQ41;
+    case CodeKind::kQ50: return Tier::kQ50;
+    case CodeKind::kQ51: return Tier::kQ51;
+    case CodeKind::kIq4nl: return Tier::kIq4nl;
+    case CodeKind::kIq4xs: return Tier::kIq4xs;
+    default: return Tier::kF32;
+  }
 }
+// 32-weight blocks with an f16 d (and m) each, as against the K-quants'
+// super-blocks of 256.
+inline bool block32_kind(CodeKind kind) { return block_kind(kind) && carried_block(block_tier(kind)) == 32; }
 
 // The NF4 codebook as int8: round(127 * level). Reading nf4 through these
 // codes (and scale_mul 1/127) moves each level by at most 0.5/127 of the
@@ -53,14 +76,14 @@ struct QuantWeights {
   CodeKind kind = CodeKind::kI4;
   const uint8_t* p0 = nullptr;  // first plane of row 0 (nibbles or int8 bytes)
   const uint8_t* p1 = nullptr;  // second plane of row 0 (bits or low nibbles), if any
-  const float* scales = nullptr;  // per row (1 for the block kinds)
+  const float* scales = nullptr;  // per row (none for the block kinds)
   float scale_mul = 1.0f;
   int64_t rows = 0;
   int64_t k = 0;  // stored K, a multiple of 32
 };
 
-// The block kinds' super-block headers: quant/tier.h.
-// Bytes per row of each plane of a kind.
+// Bytes per row of each plane of a kind (the block kinds' layouts:
+// quant/tier.h, CarriedLayout).
 inline int64_t plane0_row_bytes(CodeKind kind, int64_t k) {
   return kind == CodeKind::kI8 || kind == CodeKind::kQ80 ? k : k / 2;
 }
@@ -69,17 +92,15 @@ inline int64_t plane1_row_bytes(CodeKind kind, int64_t k) {
     case CodeKind::kI5: return k / 8;
     case CodeKind::kI6: return k / 4;
     case CodeKind::kI8s: return k / 2;
-    case CodeKind::kQ4k: return k / kSuperBlock * kQ4kHeaderBytes;
-    case CodeKind::kQ6k: return k / 4 + k / kSuperBlock * kQ6kHeaderBytes;
-    case CodeKind::kQ5k: return k / 8 + k / kSuperBlock * kQ4kHeaderBytes;
-    case CodeKind::kQ80: return k / kQ80Block * kQ80HeaderBytes;
-    default: return 0;
+    default: {
+      if (!block_kind(kind)) return 0;
+      const CarriedLayout l = carried_layout(block_tier(kind));
+      return k * l.high_bits / 8 + k / l.block * l.header_bytes;
+    }
   }
 }
 // Where a block kind's headers start within a row's plane 1.
-inline int64_t block_headers_offset(CodeKind kind, int64_t k) {
-  return kind == CodeKind::kQ6k ? k / 4 : kind == CodeKind::kQ5k ? k / 8 : 0;
-}
+inline int64_t block_headers_offset(CodeKind kind, int64_t k) { return carried_headers_offset(block_tier(kind), k); }
 
 // The kernel view of a stored tier tensor (quantized tiers only).
 // `i8s_high_only` reads an i8s tensor as its high plane (the CPU's fast
@@ -96,12 +117,12 @@ struct QuantActs {
   int n = 0;
   // The floats q was quantized from (row stride k), where the caller keeps
   // them: the block kinds then quantize them per block instead - 256 for
-  // the K-quants, 32 for q80, as llama.cpp's q8_K and q8_0 do - which loses
+  // the K-quants, 32 for the rest, as llama.cpp's q8_K and q8_0 do - which loses
   // less than one scale per token. Null: every block takes the token's scale.
   const float* f32 = nullptr;
 };
 
-// The activation block each block kind quantizes its input in.
-inline int64_t act_block(CodeKind kind) { return kind == CodeKind::kQ80 ? kQ80Block : kSuperBlock; }
+// The activation block each block kind quantizes its input in: its own.
+inline int64_t act_block(CodeKind kind) { return carried_block(block_tier(kind)); }
 
 }  // namespace ork

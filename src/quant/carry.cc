@@ -10,7 +10,7 @@ namespace {
 constexpr int64_t kQ4kSourceBytes = 144;  // d, dmin, scales[12], qs[128]
 constexpr int64_t kQ6kSourceBytes = 210;  // ql[128], qh[64], scales[16], d
 constexpr int64_t kQ5kSourceBytes = 176;  // d, dmin, scales[12], qh[32], qs[128]
-constexpr int64_t kQ80SourceBytes = 34;   // d, qs[32]
+constexpr int64_t kIq4xsSourceBytes = 136;  // d, scales_h, scales_l[4], qs[128]
 
 // Q4_K's eight (scale, min) pairs, 6 bits each, packed in 12 bytes.
 void unpack_scale_min(const uint8_t* q, int j, uint8_t* sc, uint8_t* m) {
@@ -60,6 +60,21 @@ void carry_q5k_block(const uint8_t* b, int64_t j0, uint8_t* nibbles, uint8_t* bi
   }
 }
 
+// One IQ4_XS super-block: d, scales_h (u16), scales_l[4], qs[128]. Group
+// g's six-bit scale is ls = low nibble g of scales_l | 2 bits g of
+// scales_h << 4, applied as ls - 32; its 16 bytes of nibbles are ork's
+// group layout already.
+void carry_iq4xs_block(const uint8_t* b, uint8_t* codes, uint8_t* header) {
+  std::memcpy(header, b, 2);
+  uint16_t scales_h;
+  std::memcpy(&scales_h, b + 2, 2);
+  for (int g = 0; g < 8; ++g) {
+    const int ls = ((b[4 + g / 2] >> (4 * (g % 2))) & 0xF) | (((scales_h >> (2 * g)) & 3) << 4);
+    header[2 + g] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
+  }
+  std::memcpy(codes, b + 8, 128);
+}
+
 // One Q6_K super-block: weight 128 n + 32 q + l has its low four bits in
 // ql[64 n + l + 32 (q % 2)] (q < 2: low nibble, else high) and its top two
 // in bits 2q, 2q + 1 of qh[32 n + l].
@@ -82,6 +97,48 @@ void carry_q6k_block(const uint8_t* b, int64_t j0, uint8_t* nibbles, uint8_t* bi
   }
 }
 
+
+// The 32-weight blocks: bytes per block, and where d, m, the fifth bits
+// and the nibbles (or int8 codes) sit in one (-1: absent).
+struct Block32Source {
+  int bytes, m_at, qh_at, qs_at;
+};
+Block32Source block32_source(Tier tier) {
+  switch (tier) {
+    case Tier::kQ80: return {34, -1, -1, 2};
+    case Tier::kQ40:
+    case Tier::kIq4nl: return {18, -1, -1, 2};
+    case Tier::kQ41: return {20, 2, -1, 4};
+    case Tier::kQ50: return {22, -1, 2, 6};
+    case Tier::kQ51: return {24, 2, 4, 8};
+    default: return {0, -1, -1, -1};
+  }
+}
+
+std::optional<Tier> block32_tier(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0: return Tier::kQ80;
+    case GgmlType::kQ4_0: return Tier::kQ40;
+    case GgmlType::kQ4_1: return Tier::kQ41;
+    case GgmlType::kQ5_0: return Tier::kQ50;
+    case GgmlType::kQ5_1: return Tier::kQ51;
+    case GgmlType::kIQ4_NL: return Tier::kIq4nl;
+    default: return std::nullopt;
+  }
+}
+
+// One 32-weight block. The nibble bytes are already ork's group layout
+// (weight j low, j + 16 high), and bit j of the 32-bit qh mask is weight
+// j's fifth bit, as ork's bit plane keeps it: both are copied as they are.
+void carry_block32(Tier tier, const uint8_t* b, uint8_t* codes, uint8_t* bits, uint8_t* header) {
+  const Block32Source src = block32_source(tier);
+  const CarriedLayout l = carried_layout(tier);
+  std::memcpy(header, b, 2);
+  if (src.m_at >= 0) std::memcpy(header + 2, b + src.m_at, 2);
+  if (src.qh_at >= 0) std::memcpy(bits, b + src.qh_at, 4);
+  std::memcpy(codes, b + src.qs_at, l.int8_codes ? 32 : 16);
+}
+
 }  // namespace
 
 bool quantized_source(const GgufFile& gguf) {
@@ -93,11 +150,14 @@ bool quantized_source(const GgufFile& gguf) {
 }
 
 std::optional<Tier> carrier_tier(GgmlType type, int64_t k) {
-  if (type == GgmlType::kQ8_0 && k > 0 && k % kQ80Block == 0) return Tier::kQ80;
+  if (const std::optional<Tier> t = block32_tier(type)) {
+    return k > 0 && k % 32 == 0 ? t : std::nullopt;
+  }
   if (k <= 0 || k % kSuperBlock != 0) return std::nullopt;
   if (type == GgmlType::kQ4_K) return Tier::kQ4k;
   if (type == GgmlType::kQ6_K) return Tier::kQ6k;
   if (type == GgmlType::kQ5_K) return Tier::kQ5k;
+  if (type == GgmlType::kIQ4_XS) return Tier::kIq4xs;
   return std::nullopt;
 }
 
@@ -108,11 +168,11 @@ Status carry_rows(GgmlType type, const uint8_t* src, int64_t rows, int64_t k, ui
   }
   std::memset(data, 0, tier_data_bytes(*tier, rows, k));
   const int64_t blocks = k / kSuperBlock;
-  const int64_t b0 = *tier == Tier::kQ80 ? k : k / 2;
+  const int64_t b0 = carried_layout(*tier).int8_codes ? k : k / 2;
   uint8_t* plane1 = data + b0 * rows;
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* codes = data + b0 * r;
-    scales[r] = 1.0f;
+    if (scales != nullptr) scales[r] = 1.0f;
     if (*tier == Tier::kQ4k) {
       const uint8_t* row = src + r * blocks * kQ4kSourceBytes;
       uint8_t* headers = plane1 + r * blocks * kQ4kHeaderBytes;
@@ -126,21 +186,29 @@ Status carry_rows(GgmlType type, const uint8_t* src, int64_t rows, int64_t k, ui
       for (int64_t b = 0; b < blocks; ++b) {
         carry_q5k_block(row + b * kQ5kSourceBytes, b * kSuperBlock, codes, bits, headers + b * kQ4kHeaderBytes);
       }
-    } else if (*tier == Tier::kQ80) {
-      const int64_t n = k / kQ80Block;
-      const uint8_t* row = src + r * n * kQ80SourceBytes;
-      uint8_t* int8_codes = data + k * r;
-      uint8_t* headers = data + k * rows + r * n * kQ80HeaderBytes;
-      for (int64_t b = 0; b < n; ++b) {
-        std::memcpy(headers + b * kQ80HeaderBytes, row + b * kQ80SourceBytes, 2);
-        std::memcpy(int8_codes + b * kQ80Block, row + b * kQ80SourceBytes + 2, kQ80Block);
+    } else if (*tier == Tier::kIq4xs) {
+      const uint8_t* row = src + r * blocks * kIq4xsSourceBytes;
+      uint8_t* headers = plane1 + r * blocks * kIq4xsHeaderBytes;
+      for (int64_t b = 0; b < blocks; ++b) {
+        carry_iq4xs_block(row + b * kIq4xsSourceBytes, codes + b * kSuperBlock / 2, headers + b * kIq4xsHeaderBytes);
       }
-    } else {
+    } else if (*tier == Tier::kQ6k) {
       const uint8_t* row = src + r * blocks * kQ6kSourceBytes;
       uint8_t* bits = plane1 + r * (k / 4 + blocks * kQ6kHeaderBytes);
       uint8_t* headers = bits + k / 4;
       for (int64_t b = 0; b < blocks; ++b) {
         carry_q6k_block(row + b * kQ6kSourceBytes, b * kSuperBlock, codes, bits, headers + b * kQ6kHeaderBytes);
+      }
+    } else {
+      const Block32Source bs = block32_source(*tier);
+      const CarriedLayout l = carried_layout(*tier);
+      const int64_t n = k / 32;
+      const uint8_t* row = src + r * n * bs.bytes;
+      uint8_t* bits = plane1 + r * (k * l.high_bits / 8 + n * l.header_bytes);
+      uint8_t* headers = bits + k * l.high_bits / 8;
+      for (int64_t b = 0; b < n; ++b) {
+        carry_block32(*tier, row + b * bs.bytes, codes + b * (l.int8_codes ? 32 : 16), bits + b * 4,
+                      headers + b * l.header_bytes);
       }
     }
   }

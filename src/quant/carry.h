@@ -27,8 +27,9 @@ bool quantized_source(const GgufFile& gguf);
 std::optional<Tier> carrier_tier(GgmlType type, int64_t k);
 
 // Carries `rows` rows of `k` weights of a `type` source (rows consecutive,
-// as in a GGUF) into `data` (tier_data_bytes of the carrier tier) and the
-// row scales (all 1). Fails for a type or k with no carrier.
+// as in a GGUF) into `data` (tier_data_bytes of the carrier tier). Carried
+// tiers have no row scales; `scales`, if not null, gets 1 for every row.
+// Fails for a type or k with no carrier.
 Status carry_rows(GgmlType type, const uint8_t* src, int64_t rows, int64_t k, uint8_t* data, float* scales);
 
 }  // namespace ork

@@ -451,7 +451,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
           m.plan.name = t.name;
           m.plan.params = t.elems;
           const auto rows = static_cast<int64_t>(t.rows());
-          m.plan.options.push_back({*carried, tier_data_bytes(*carried, rows, static_cast<int64_t>(t.ne(0))) + 4ull * rows, 0.0});
+          m.plan.options.push_back({*carried, tier_data_bytes(*carried, rows, static_cast<int64_t>(t.ne(0))), 0.0});
           m.rotated[*carried] = false;
           m.carried = carried;
           return MaybeMeasured(std::move(m));
@@ -565,8 +565,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
         spec.rotation_block = p.rotated ? static_cast<uint32_t>(rotation_block(ks)) : 0;
         if (is_matrix(t) && measured[measured_index[i]].carried) {
           p.data.resize(tier_data_bytes(spec.tier, rows, ks));
-          p.scales.resize(static_cast<size_t>(rows));
-          ORK_RETURN_IF_ERROR(carry_rows(t.type, t.data, rows, ks, p.data.data(), p.scales.data()));
+          ORK_RETURN_IF_ERROR(carry_rows(t.type, t.data, rows, ks, p.data.data(), nullptr));
           spec.error = 0.0f;  // the source's own weights
           return p;
         }

@@ -20,10 +20,16 @@ constexpr std::array<TierInfo, kTierCount> kTiers = {{
     {Tier::kI6, "i6", 6, true},
     {Tier::kI8s, "i8s", 8, true},
     {Tier::kBf16, "bf16", 16, false},
-    {Tier::kQ4k, "q4k", 4, true},
-    {Tier::kQ6k, "q6k", 6, true},
-    {Tier::kQ5k, "q5k", 5, true},
-    {Tier::kQ80, "q80", 8, true},
+    {Tier::kQ4k, "q4k", 4, false},
+    {Tier::kQ6k, "q6k", 6, false},
+    {Tier::kQ5k, "q5k", 5, false},
+    {Tier::kQ80, "q80", 8, false},
+    {Tier::kQ40, "q40", 4, false},
+    {Tier::kQ41, "q41", 4, false},
+    {Tier::kQ50, "q50", 5, false},
+    {Tier::kQ51, "q51", 5, false},
+    {Tier::kIq4nl, "iq4nl", 4, false},
+    {Tier::kIq4xs, "iq4xs", 4, false},
 }};
 
 // Bytes per row of each plane: [first plane, second plane].
@@ -38,12 +44,11 @@ std::array<int64_t, 2> plane_row_bytes(Tier tier, int64_t k) {
     case Tier::kI5: return {k / 2, k / 8};
     case Tier::kI6: return {k / 2, k / 4};
     case Tier::kI8s: return {k / 2, k / 2};
-    case Tier::kQ4k: return {k / 2, k / kSuperBlock * kQ4kHeaderBytes};
-    case Tier::kQ6k: return {k / 2, k / 4 + k / kSuperBlock * kQ6kHeaderBytes};
-    case Tier::kQ5k: return {k / 2, k / 8 + k / kSuperBlock * kQ4kHeaderBytes};
-    case Tier::kQ80: return {k, k / kQ80Block * kQ80HeaderBytes};
+    default: {
+      const CarriedLayout l = carried_layout(tier);
+      return {l.int8_codes ? k : k / 2, k * l.high_bits / 8 + k / l.block * l.header_bytes};
+    }
   }
-  return {0, 0};
 }
 
 tiers::ConstRowPlanes row_planes(const TierTensor& t, int64_t r) {
@@ -55,6 +60,22 @@ tiers::ConstRowPlanes row_planes(const TierTensor& t, int64_t r) {
 }  // namespace
 
 const TierInfo& tier_info(Tier tier) { return kTiers[static_cast<size_t>(tier)]; }
+
+CarriedLayout carried_layout(Tier tier) {
+  switch (tier) {
+    case Tier::kQ4k: return {kSuperBlock, kQ4kHeaderBytes, 0, false};
+    case Tier::kQ5k: return {kSuperBlock, kQ4kHeaderBytes, 1, false};
+    case Tier::kQ6k: return {kSuperBlock, kQ6kHeaderBytes, 2, false};
+    case Tier::kIq4xs: return {kSuperBlock, kIq4xsHeaderBytes, 0, false};
+    case Tier::kQ80: return {32, 2, 0, true};
+    case Tier::kQ40:
+    case Tier::kIq4nl: return {32, 2, 0, false};
+    case Tier::kQ41: return {32, 4, 0, false};
+    case Tier::kQ50: return {32, 2, 1, false};
+    case Tier::kQ51: return {32, 4, 1, false};
+    default: return {};
+  }
+}
 
 std::optional<Tier> tier_from_id(uint32_t id) {
   if (id >= kTierCount) return std::nullopt;
@@ -170,7 +191,8 @@ double quantize_tier(Tier tier, const float* w, const float* importance, int64_t
 void dequantize_tier_row(const TierTensor& t, int64_t r, float* out) {
   const tiers::ConstRowPlanes in = row_planes(t, r);
   const int64_t k = t.k_stored;
-  const float s = t.scales != nullptr ? t.scales[r] : 0.0f;
+  // Carried tiers keep their scales in their blocks: no row scale.
+  const float s = t.scales != nullptr ? t.scales[r] : carried_tier(t.tier) ? 1.0f : 0.0f;
   switch (t.tier) {
     case Tier::kF32: std::memcpy(out, in.p0, static_cast<size_t>(k) * 4); return;
     case Tier::kF16:
@@ -190,7 +212,8 @@ void dequantize_tier_row(const TierTensor& t, int64_t r, float* out) {
     case Tier::kQ4k: tiers::dequantize_q4k_row(in, s, k, out); return;
     case Tier::kQ6k: tiers::dequantize_q6k_row(in, s, k, out); return;
     case Tier::kQ5k: tiers::dequantize_q5k_row(in, s, k, out); return;
-    case Tier::kQ80: tiers::dequantize_q80_row(in, s, k, out); return;
+    case Tier::kIq4xs: tiers::dequantize_iq4xs_row(in, s, k, out); return;
+    default: tiers::dequantize_block32_row(t.tier, in, s, k, out); return;
   }
 }
 

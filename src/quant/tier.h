@@ -25,14 +25,20 @@ enum class Tier : uint32_t {
   kQ6k = 10, // a Q6_K source's blocks, carried; CPU only
   kQ5k = 11, // a Q5_K source's blocks, carried; CPU only
   kQ80 = 12, // a Q8_0 source's blocks, carried; CPU only
+  kQ40 = 13, // Q4_0, carried; CPU only
+  kQ41 = 14, // Q4_1, carried; CPU only
+  kQ50 = 15, // Q5_0, carried; CPU only
+  kQ51 = 16, // Q5_1, carried; CPU only
+  kIq4nl = 17, // IQ4_NL, carried; CPU only
+  kIq4xs = 18, // IQ4_XS, carried; CPU only
 };
-inline constexpr uint32_t kTierCount = 13;
+inline constexpr uint32_t kTierCount = 19;
 
 struct TierInfo {
   Tier tier;
   std::string_view name;
   int bits;          // per weight, excluding the per-row scale
-  bool has_scales;   // quantized tiers carry one f32 scale per row
+  bool has_scales;   // per-channel tiers carry one f32 scale per row (the carried tiers: in their blocks)
 };
 
 const TierInfo& tier_info(Tier tier);
@@ -46,29 +52,40 @@ std::string tier_names();
 // reads them; the integer kernels and engines do not).
 inline bool float_tier(Tier tier) { return tier == Tier::kF32 || tier == Tier::kF16 || tier == Tier::kBf16; }
 
-// q4k, q5k, q6k and q80: block-scaled tiers that only carry a GGUF
-// quant's own codes and scales (quant/carry.h); nothing is quantized into
-// them from floats, and their rows are whole blocks (k_stored % 256 == 0
-// for the K-quants, % 32 for q80).
-inline bool carried_tier(Tier tier) {
-  return tier == Tier::kQ4k || tier == Tier::kQ5k || tier == Tier::kQ6k || tier == Tier::kQ80;
-}
+// The carried tiers: block-scaled tiers that only carry a GGUF quant's own
+// codes and scales (quant/carry.h); nothing is quantized into them from
+// floats, and their rows are whole blocks (k_stored % 256 == 0 for the
+// K-quants, % 32 for the rest).
+inline bool carried_tier(Tier tier) { return static_cast<uint32_t>(tier) >= static_cast<uint32_t>(Tier::kQ4k); }
 
-// Their (super-)block, and the header each block of a row keeps at the end
-// of the row's plane-1 bytes (after q5k's bit plane or q6k's 2-bit plane):
-//   q4k, q5k: f16 d, f16 dmin, uint8 sc[8], uint8 m[8]   (20 bytes; sc, m < 64)
-//   q6k:      f16 d, int8 sc[16]                          (18 bytes)
-//   q80:      f16 d per 32 weights                        (2 bytes)
-// Plane 0 is a nibble plane as i4's (q5k, q6k: the low 4 bits, with the
-// high bits in a plane as i5's or i6's), codes unsigned: q4k 0..15, q5k
-// 0..31, q6k 0..63; q80's plane 0 holds int8 codes as i8's.
+// A carried tier's row: plane 0 holds the codes - a nibble plane as i4's
+// (the low four bits), or int8 bytes as i8's (q80) - and plane 1 the
+// high bits (a bit plane as i5's, or a 2-bit plane as i6's) followed by one
+// header per block:
+//   q4k, q5k      256  f16 d, f16 dmin, uint8 sc[8], uint8 m[8]  (sc, m < 64)
+//   q6k           256  f16 d, int8 sc[16]
+//   iq4xs         256  f16 d, int8 sc[8]                          (sc in -32..31)
+//   q80, q40, q50  32  f16 d
+//   q41, q51       32  f16 d, f16 m
+//   iq4nl          32  f16 d
+// Codes are stored unsigned as the source's are (q4k 0..15, q5k 0..31,
+// q6k 0..63, q40 0..15, q50 0..31, iq4nl and iq4xs a codebook index), q80
+// as int8.
+struct CarriedLayout {
+  int64_t block = 0;         // weights per header
+  int64_t header_bytes = 0;  // per block
+  int high_bits = 0;         // above the nibble: 0, 1 or 2
+  bool int8_codes = false;   // q80
+};
+CarriedLayout carried_layout(Tier tier);
 inline constexpr int64_t kSuperBlock = 256;
 inline constexpr int64_t kQ4kHeaderBytes = 20;
 inline constexpr int64_t kQ6kHeaderBytes = 18;
-inline constexpr int64_t kQ80Block = 32;
-inline constexpr int64_t kQ80HeaderBytes = 2;
+inline constexpr int64_t kIq4xsHeaderBytes = 10;
 // The block a carried tier's header covers.
-inline int64_t carried_block(Tier tier) { return tier == Tier::kQ80 ? kQ80Block : kSuperBlock; }
+inline int64_t carried_block(Tier tier) { return carried_layout(tier).block; }
+// Where a carried row's headers start within its plane-1 bytes.
+inline int64_t carried_headers_offset(Tier tier, int64_t k) { return k * carried_layout(tier).high_bits / 8; }
 
 // Rows are stored padded with zeros to a multiple of this many weights.
 inline constexpr int64_t kTierGroup = 32;

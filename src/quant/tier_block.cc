@@ -2,6 +2,7 @@
 // Q4_K, Q5_K, Q6_K and Q8_0 blocks they carry, operation for operation (so
 // a carried row reads back bit for bit what the GGUF's own dequantizer
 // gives).
+#include "format/gguf/dequant.h"
 #include "quant/block_header.h"
 #include "quant/planes.h"
 #include "quant/tier_impl.h"
@@ -22,7 +23,7 @@ void dequantize_q4k_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
 }
 
 void dequantize_q5k_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
-  const uint8_t* headers = in.p1 + k / 8;
+  const uint8_t* headers = in.p1 + carried_headers_offset(Tier::kQ5k, k);
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
     const Q4kHeader h = q4k_header(headers, b);
     for (int64_t g = 0; g < kSuperBlock / 32; ++g) {
@@ -36,18 +37,49 @@ void dequantize_q5k_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
   }
 }
 
-void dequantize_q80_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
-  for (int64_t b = 0; b < k / kQ80Block; ++b) {
-    const float d = load_f16_at(in.p1 + b * kQ80HeaderBytes);
-    for (int64_t l = 0; l < kQ80Block; ++l) {
-      const int64_t j = b * kQ80Block + l;
-      out[j] = scale * (static_cast<float>(static_cast<int8_t>(in.p0[j])) * d);
+void dequantize_block32_row(Tier tier, ConstRowPlanes in, float scale, int64_t k, float* out) {
+  const CarriedLayout l = carried_layout(tier);
+  const uint8_t* headers = in.p1 + carried_headers_offset(tier, k);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float d = load_f16_at(headers + b * l.header_bytes);
+    const float m = l.header_bytes == 4 ? load_f16_at(headers + b * l.header_bytes + 2) : 0.0f;
+    for (int64_t l2 = 0; l2 < 32; ++l2) {
+      const int64_t j = b * 32 + l2;
+      float v = 0.0f;
+      switch (tier) {
+        case Tier::kQ80: v = static_cast<float>(static_cast<int8_t>(in.p0[j])) * d; break;
+        case Tier::kQ40: v = static_cast<float>(planes::get_nibble(in.p0, j) - 8) * d; break;
+        case Tier::kQ41: v = static_cast<float>(planes::get_nibble(in.p0, j)) * d + m; break;
+        case Tier::kQ50:
+          v = static_cast<float>((planes::get_nibble(in.p0, j) | (planes::get_bits(in.p1, j, 1) << 4)) - 16) * d;
+          break;
+        case Tier::kQ51:
+          v = static_cast<float>(planes::get_nibble(in.p0, j) | (planes::get_bits(in.p1, j, 1) << 4)) * d + m;
+          break;
+        case Tier::kIq4nl: v = d * static_cast<float>(kIq4nlValues[planes::get_nibble(in.p0, j)]); break;
+        default: break;
+      }
+      out[j] = scale * v;
+    }
+  }
+}
+
+void dequantize_iq4xs_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
+  for (int64_t b = 0; b < k / kSuperBlock; ++b) {
+    const uint8_t* h = in.p1 + b * kIq4xsHeaderBytes;
+    const float d = load_f16_at(h);
+    for (int64_t g = 0; g < kSuperBlock / 32; ++g) {
+      const float dl = d * static_cast<float>(static_cast<int8_t>(h[2 + g]));
+      for (int64_t l = 0; l < 32; ++l) {
+        const int64_t j = b * kSuperBlock + g * 32 + l;
+        out[j] = scale * (dl * static_cast<float>(kIq4nlValues[planes::get_nibble(in.p0, j)]));
+      }
     }
   }
 }
 
 void dequantize_q6k_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
-  const uint8_t* headers = in.p1 + k / 4;
+  const uint8_t* headers = in.p1 + carried_headers_offset(Tier::kQ6k, k);
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
     const Q6kHeader h = q6k_header(headers, b);
     for (int64_t l = 0; l < kSuperBlock; ++l) {

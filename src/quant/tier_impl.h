@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "quant/tier.h"
+
 namespace ork::tiers {
 
 // Row pointers into each plane of a tier, for one row.
@@ -41,7 +43,9 @@ void dequantize_i8s_high_row(ConstRowPlanes in, float scale, int64_t k, float* o
 void dequantize_q4k_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 void dequantize_q5k_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 void dequantize_q6k_row(ConstRowPlanes in, float scale, int64_t k, float* out);
-void dequantize_q80_row(ConstRowPlanes in, float scale, int64_t k, float* out);
+void dequantize_iq4xs_row(ConstRowPlanes in, float scale, int64_t k, float* out);
+// q80, q40, q41, q50, q51, iq4nl: one f16 d (and m) per 32 weights.
+void dequantize_block32_row(Tier tier, ConstRowPlanes in, float scale, int64_t k, float* out);
 
 }  // namespace ork::tiers
 

@@ -44,6 +44,12 @@ const char* kind_name(CodeKind kind) {
     case CodeKind::kQ6k: return "q6k";
     case CodeKind::kQ5k: return "q5k";
     case CodeKind::kQ80: return "q80";
+    case CodeKind::kQ40: return "q40";
+    case CodeKind::kQ41: return "q41";
+    case CodeKind::kQ50: return "q50";
+    case CodeKind::kQ51: return "q51";
+    case CodeKind::kIq4nl: return "iq4nl";
+    case CodeKind::kIq4xs: return "iq4xs";
   }
   return "?";
 }
@@ -81,21 +87,18 @@ struct RandomWeights {
 void make_headers_valid(RandomWeights& w, std::mt19937& rng) {
   std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
   const CodeKind kind = w.view.kind;
+  const CarriedLayout l = carried_layout(block_tier(kind));
   const int64_t b1 = plane1_row_bytes(kind, w.view.k);
-  const bool q80 = kind == CodeKind::kQ80, mins = kind == CodeKind::kQ4k || kind == CodeKind::kQ5k;
-  const int64_t header = q80 ? kQ80HeaderBytes : mins ? kQ4kHeaderBytes : kQ6kHeaderBytes;
-  const int64_t block = q80 ? kQ80Block : kSuperBlock;
+  const bool k_mins = kind == CodeKind::kQ4k || kind == CodeKind::kQ5k;
   for (int64_t r = 0; r < w.view.rows; ++r) {
     w.scales[static_cast<size_t>(r)] = 1.0f;
     auto* headers = const_cast<uint8_t*>(w.view.p1) + r * b1 + block_headers_offset(kind, w.view.k);
-    for (int64_t b = 0; b < w.view.k / block; ++b) {
-      uint8_t* h = headers + b * header;
-      const uint16_t d = f32_to_f16(scale(rng)), dmin = f32_to_f16(scale(rng));
+    for (int64_t b = 0; b < w.view.k / l.block; ++b) {
+      uint8_t* h = headers + b * l.header_bytes;
+      const uint16_t d = f32_to_f16(scale(rng)), second = f32_to_f16(scale(rng));
       std::memcpy(h, &d, 2);
-      if (mins) {
-        std::memcpy(h + 2, &dmin, 2);
-        for (int i = 4; i < 20; ++i) h[i] &= 63;
-      }
+      if (k_mins || l.header_bytes == 4) std::memcpy(h + 2, &second, 2);
+      for (int i = 4; k_mins && i < 20; ++i) h[i] &= 63;
     }
   }
 }
@@ -244,13 +247,14 @@ TEST_F(EveryTarget, BlockKindsMatchReference) {
                                {4, 2048, 4, 0, 4},   {6, 256, 5, 0, 6},  {3, 1024, 9, 0, 3}, {10, 2048, 1, 1, 9},
                                {4, 256, 70, 0, 4},   {5, 512, 13, 0, 5}, {3, 4096, 1, 0, 3}, {2, 256, 8, 0, 2},
                                {11, 5632, 1, 0, 11}, {4, 1280, 6, 1, 4}};
-  // q80's rows are groups of 32: odd group counts too.
+  // The 32-weight kinds' rows are any number of groups: odd counts too.
   const BlockShape q80_shapes[] = {{3, 32, 1, 0, 3}, {5, 96, 1, 0, 5}, {7, 2144, 1, 1, 7}, {4, 160, 3, 0, 4}, {6, 2144, 9, 0, 6}};
-  for (CodeKind kind : {CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80}) {
+  for (CodeKind kind : {CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80, CodeKind::kQ40, CodeKind::kQ41,
+                        CodeKind::kQ50, CodeKind::kQ51, CodeKind::kIq4nl, CodeKind::kIq4xs}) {
     for (int misalign : {0, 1}) {
       for (bool floats : {false, true}) {
         for (const BlockShape& s : shapes) check_block_case(kind, s, misalign, floats, rng);
-        if (kind != CodeKind::kQ80) continue;
+        if (!block32_kind(kind)) continue;
         for (const BlockShape& s : q80_shapes) check_block_case(kind, s, misalign, floats, rng);
       }
     }
@@ -262,9 +266,10 @@ TEST_F(EveryTarget, BlockKindsMatchReference) {
 TEST_F(EveryTarget, DequantizeRowMatchesReference) {
   std::mt19937 rng(4);
   for (CodeKind kind : {CodeKind::kI4, CodeKind::kNf4, CodeKind::kI5, CodeKind::kI6, CodeKind::kI8, CodeKind::kI8s,
-                        CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80}) {
+                        CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80, CodeKind::kQ40, CodeKind::kQ41,
+                        CodeKind::kQ50, CodeKind::kQ51, CodeKind::kIq4nl, CodeKind::kIq4xs}) {
     for (int64_t k : {32, 64, 96, 2048, 2080}) {
-      if (block_kind(kind) && kind != CodeKind::kQ80 && k % kSuperBlock != 0) continue;
+      if (block_kind(kind) && !block32_kind(kind) && k % kSuperBlock != 0) continue;
       for (int misalign : {0, 1}) {
         const int64_t rows = 3;
         RandomWeights w(kind, rows, k, misalign, rng);

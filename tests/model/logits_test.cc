@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "model/forward.h"
+#include "quant/carry.h"
 #include "quant/packer.h"
 #include "testdata.h"
 
@@ -75,8 +76,8 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& param_info) { return std::string(param_info.param.type); });
 
 // The quantized fixtures packed as `ork pack` does by default (Q4_K, Q5_K,
-// Q6_K and Q8_0 carried into q4k, q5k, q6k and q80, the rest within their
-// own bytes), on the fast path - activations quantized per block as
+// Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL carried, the rest within
+// their own bytes), on the fast path - activations quantized per block as
 // llama.cpp's are - against llama.cpp's logits of the source file. Bounds:
 // about 1.5x the measured difference (printed).
 struct PackCase {
@@ -98,7 +99,7 @@ TEST_P(CarriedPackLogits, MatchLlamaCpp) {
   ASSERT_TRUE(report.is_ok()) << report.status().to_string();
   int carried = 0;
   for (const auto& t : report->tensors) {
-    if (t.source == GgmlType::kQ4_K || t.source == GgmlType::kQ5_K || t.source == GgmlType::kQ6_K || t.source == GgmlType::kQ8_0) {
+    if (carrier_tier(t.source, 256).has_value()) {
       EXPECT_TRUE(carried_tier(t.tier)) << t.name << " is " << tier_name(t.tier);
       ++carried;
     }
@@ -115,7 +116,9 @@ TEST_P(CarriedPackLogits, MatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(KQuants, CarriedPackLogits,
                          ::testing::Values(PackCase{"Q4_K_S", 0.022f}, PackCase{"Q5_K_S", 0.0095f}, PackCase{"Q6_K", 0.0101f},
-                                           PackCase{"Q8_0", 0.0122f}),
+                                           PackCase{"Q8_0", 0.0122f}, PackCase{"Q4_0", 0.022f}, PackCase{"Q4_1", 0.012f},
+                                           PackCase{"Q5_0", 0.0097f}, PackCase{"Q5_1", 0.028f}, PackCase{"IQ4_NL", 0.0097f},
+                                           PackCase{"IQ4_XS", 0.0096f}),
                          [](const auto& info) { return std::string(info.param.type); });
 
 std::vector<int32_t> read_ids(const std::string& path) {

@@ -135,33 +135,31 @@ Status check_finite(const OrkpackTensor& e) {
       }
       break;
     }
-    case Tier::kQ4k:
-    case Tier::kQ5k:
-    case Tier::kQ6k:
-    case Tier::kQ80: {
-      // The block scales d (and q4k's, q5k's dmin), f16 in each header;
-      // q4k's and q5k's sub-scales and mins are six-bit, as the source's.
+    default: {
+      if (!carried_tier(e.spec.tier)) break;
+      // The block scales d (and dmin or m), f16 in each header; q4k's and
+      // q5k's sub-scales and mins are six-bit, as the source's are.
       const Tier tier = e.spec.tier;
+      const CarriedLayout l = carried_layout(tier);
       const int64_t k = e.spec.k_stored, rows = e.spec.rows();
-      const bool mins = tier == Tier::kQ4k || tier == Tier::kQ5k;
-      const int64_t header = tier == Tier::kQ80 ? kQ80HeaderBytes : mins ? kQ4kHeaderBytes : kQ6kHeaderBytes;
-      const int64_t before = tier == Tier::kQ5k ? k / 8 : tier == Tier::kQ6k ? k / 4 : 0;
-      const int64_t blocks = k / carried_block(tier);
-      const int64_t plane0 = tier == Tier::kQ80 ? k : k / 2;
-      const uint8_t* plane1 = e.data + plane0 * rows;
+      const bool k_mins = tier == Tier::kQ4k || tier == Tier::kQ5k;
+      const int f16s = k_mins || l.header_bytes == 4 ? 2 : 1;
+      const int64_t before = carried_headers_offset(tier, k);
+      const int64_t blocks = k / l.block;
+      const uint8_t* plane1 = e.data + (l.int8_codes ? k : k / 2) * rows;
       for (int64_t r = 0; r < rows; ++r) {
-        const uint8_t* headers = plane1 + r * (before + blocks * header) + before;
+        const uint8_t* headers = plane1 + r * (before + blocks * l.header_bytes) + before;
         for (int64_t b = 0; b < blocks; ++b) {
-          const uint8_t* h = headers + b * header;
-          for (int f = 0; f < (mins ? 2 : 1); ++f) {
+          const uint8_t* h = headers + b * l.header_bytes;
+          for (int f = 0; f < f16s; ++f) {
             uint16_t v;
             std::memcpy(&v, h + 2 * f, 2);
             if ((v & 0x7C00) == 0x7C00) {
-              return bad(f == 0 ? "the scale d of block" : "the scale dmin of block",
-                         static_cast<uint64_t>(r * blocks + b), f16_to_f32(v));
+              return bad(f == 0 ? "the scale d of block" : "the second scale of block", static_cast<uint64_t>(r * blocks + b),
+                         f16_to_f32(v));
             }
           }
-          for (int i = 4; mins && i < kQ4kHeaderBytes; ++i) {
+          for (int i = 4; k_mins && i < kQ4kHeaderBytes; ++i) {
             if (h[i] >= 64) {
               return error(StatusCode::kCorrupt, "tensor '{}': block {} has a sub-scale of {}; {}'s are below 64",
                            escape_text(e.spec.name), r * blocks + b, h[i], tier_name(tier));
@@ -171,8 +169,6 @@ Status check_finite(const OrkpackTensor& e) {
       }
       break;
     }
-    default:
-      break;
   }
   return Status::ok();
 }

@@ -632,6 +632,9 @@ void MatmulKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy
 // lanes go to float and meet d. q4k's mins come off once per row: dmin
 // times the integer sum of m times each group's activation sum.
 
+// IQ4_NL's codebook (iq4nl, iq4xs), as int8 levels for a byte shuffle.
+alignas(16) constexpr int8_t kIq4nlTable[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 // The scale byte each int16 lane of a step's code vector takes, as an index
 // into the super-block's sub-scales (broadcast to every 128-bit block), in
 // the high byte of the lane (0x80 zeroes the low one; a shift right by 8
@@ -648,7 +651,7 @@ struct BlockScaleTables {
       for (int half = 0; half < 2; ++half) {
         for (size_t p = 0; p < kL; ++p) {
           const int group = st * kStepGroups + static_cast<int>(p / 16);
-          const int sub = K == CodeKind::kQ6k ? 2 * group + half : group;
+          const int sub = K == CodeKind::kQ6k ? 2 * group + half : group;  // q6k: per 16 weights
           idx[st][half][p] = p % 2 == 0 ? 0x80 : static_cast<uint8_t>(sub);
         }
       }
@@ -698,17 +701,22 @@ HWY_INLINE int32_t MinsDot(const uint8_t* m, const int16_t* sums) {
 
 template <CodeKind K>
 struct BlockCodes {
-  // q4k and q5k: a sub-scale and a min per 32 weights; q6k: a sub-scale per 16.
-  static constexpr bool kMins = K != CodeKind::kQ6k;
-  static constexpr CodeKind kBase = K == CodeKind::kQ4k ? CodeKind::kI4 : K == CodeKind::kQ5k ? CodeKind::kI5 : CodeKind::kI6;
+  // q4k and q5k: a sub-scale and a min per 32 weights; iq4xs: a signed
+  // sub-scale per 32 over codebook levels; q6k: a sub-scale per 16.
+  static constexpr bool kMins = K == CodeKind::kQ4k || K == CodeKind::kQ5k;
+  static constexpr bool kSub32 = K != CodeKind::kQ6k;
+  static constexpr CodeKind kBase = K == CodeKind::kQ5k ? CodeKind::kI5 : K == CodeKind::kQ6k ? CodeKind::kI6 : CodeKind::kI4;
   using Base = Codes<kBase>;
-  static constexpr int64_t kHeader = kMins ? kQ4kHeaderBytes : kQ6kHeaderBytes;
+  static constexpr int64_t kHeader = kMins ? kQ4kHeaderBytes : K == CodeKind::kQ6k ? kQ6kHeaderBytes : kIq4xsHeaderBytes;
   static constexpr int64_t kScalesAt = kMins ? 4 : 2;  // within a header
 
   // Pair sums of the step's two code vectors against their activations.
   static HWY_INLINE void Pairs(VU8 c, VI8 a, VI16& p) {
     if constexpr (kMins) {
       p = PairsUnsigned(c, a);
+    } else if constexpr (K == CodeKind::kIq4xs) {
+      const auto table = hn::LoadDup128(DU8(), reinterpret_cast<const uint8_t*>(kIq4nlTable));
+      p = PairsSigned(hn::BitCast(DI8(), hn::TableLookupBytes(table, c)), a);
     } else {
       p = PairsSigned(hn::Sub(hn::BitCast(DI8(), c), hn::Set(DI8(), 32)), a);
     }
@@ -717,7 +725,7 @@ struct BlockCodes {
   // The super-block's sub-scales in every 128-bit block.
   static HWY_INLINE VU8 ScaleSource(const uint8_t* header) {
     const DU8 du;
-    if constexpr (kMins) {
+    if constexpr (kSub32) {
       uint64_t v;
       std::memcpy(&v, header + kScalesAt, 8);
       return hn::BitCast(du, hn::Set(hn::Repartition<uint64_t, DU8>(), v));
@@ -803,7 +811,7 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
       for (int r = 0; r < R; ++r) {
         Base::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
         s0[r] = C::StepScales(source[r], st, 0);
-        s1[r] = C::kMins ? s0[r] : C::StepScales(source[r], st, 1);
+        s1[r] = C::kSub32 ? s0[r] : C::StepScales(source[r], st, 1);
       }
       const int8_t* p = panel + at_step * T * kStepBytes;
       for (int t = 0; t < T; ++t) {
@@ -831,92 +839,170 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
   }
   for (int r = 0; r < R; ++r) {
     const int64_t row = r0 + r * stride;
-    const float ws = w.scales[row] * w.scale_mul;
     for (int t = 0; t < T; ++t) {
-      y[(t0 + t) * ldy + row] = ws * (hn::GetLane(hn::SumOfLanes(df, facc[r][t])) - mins[r][t]);
+      y[(t0 + t) * ldy + row] = hn::GetLane(hn::SumOfLanes(df, facc[r][t])) - mins[r][t];
     }
   }
 }
 
-// q80: int8 codes with an f16 scale d per group of 32 (Q8_0's blocks).
-// Each group's int32 dot goes to float and meets its d at once (on 256-bit
-// targets a step's two code vectors are two groups, on 128-bit ones the
-// two halves of one).
-template <int R, int T, bool kFar = false>
+// The 32-weight block kinds (q80, q40, q41, q50, q51, iq4nl): an f16 d
+// (and m) per group of 32. Codes inflate as i8's, i4's or i5's do (iq4nl's
+// nibbles through its codebook, as nf4's); the offset kinds' codes less
+// their offset, signed. Each group's int32 dot goes to float and meets
+// d * (its activation block's scale) at once; q41's and q51's m meets the
+// group's activation sum. On 256-bit targets a step's lanes hold two
+// groups: in weight order (q80) each code vector is one group, in nibble
+// order each 128-bit half is.
+template <CodeKind K>
+constexpr bool kBlock32 = K == CodeKind::kQ80 || K == CodeKind::kQ40 || K == CodeKind::kQ41 || K == CodeKind::kQ50 ||
+                          K == CodeKind::kQ51 || K == CodeKind::kIq4nl;
+
+template <CodeKind K>
+struct Block32Codes {
+  static constexpr bool kWeightOrder = K == CodeKind::kQ80;
+  static constexpr bool kMins = K == CodeKind::kQ41 || K == CodeKind::kQ51;
+  static constexpr CodeKind kBase = K == CodeKind::kQ80                             ? CodeKind::kI8
+                                    : K == CodeKind::kQ50 || K == CodeKind::kQ51 ? CodeKind::kI5
+                                                                                   : CodeKind::kI4;
+  using Base = Codes<kBase>;
+  static constexpr int64_t kHeader = kMins ? 4 : 2;
+  static constexpr int kOffset = K == CodeKind::kQ40 ? 8 : K == CodeKind::kQ50 ? 16 : 0;
+
+  // The step's codes as int8 (signed kinds) or unsigned (q41, q51).
+  static HWY_INLINE void LoadStep(const uint8_t* row0, const uint8_t* row1, int64_t g, VI8& c0, VI8& c1) {
+    const DI8 di;
+    typename Base::V b0, b1;
+    Base::LoadStep(row0, row1, g, b0, b1);
+    if constexpr (K == CodeKind::kIq4nl) {
+      const auto table = hn::LoadDup128(DU8(), reinterpret_cast<const uint8_t*>(kIq4nlTable));
+      c0 = hn::BitCast(di, hn::TableLookupBytes(table, b0));
+      c1 = hn::BitCast(di, hn::TableLookupBytes(table, b1));
+    } else if constexpr (kOffset > 0) {
+      c0 = hn::Sub(hn::BitCast(di, b0), hn::Set(di, kOffset));
+      c1 = hn::Sub(hn::BitCast(di, b1), hn::Set(di, kOffset));
+    } else {
+      c0 = hn::BitCast(di, b0);
+      c1 = hn::BitCast(di, b1);
+    }
+  }
+
+  static HWY_INLINE VI16 Pairs(VI8 c, VI8 a) {
+    if constexpr (kMins) {
+      return PairsUnsigned(hn::BitCast(DU8(), c), a);
+    } else {
+      return PairsSigned(c, a);
+    }
+  }
+};
+
+template <CodeKind K, int R, int T, bool kFar = false>
 HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
                               float* y, int64_t ldy, int64_t stride = 1) {
   if constexpr (!kFar) stride = 1;
-  using C = Codes<CodeKind::kI8>;
+  using C = Block32Codes<K>;
   const DI8 di;
   const DI32 d32;
   const hn::Repartition<float, DI32> df;
-  const int64_t b0 = w.k, b1 = plane1_row_bytes(CodeKind::kQ80, w.k);
+  const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
+  const int64_t headers_at = block_headers_offset(K, w.k);
   const uint8_t* row0[R];
-  const uint8_t* ds[R];
+  const uint8_t* row1[R];
+  const uint8_t* hd[R];
   for (int r = 0; r < R; ++r) {
     row0[r] = w.p0 + (r0 + r * stride) * b0;
-    ds[r] = w.p1 + (r0 + r * stride) * b1;
+    row1[r] = w.p1 + (r0 + r * stride) * b1;
+    hd[r] = row1[r] + headers_at;
   }
-  constexpr int64_t step0 = kPlane0StepBytes<CodeKind::kI8>;
+  constexpr int64_t step0 = kPlane0StepBytes<C::kBase>, step1 = kPlane1StepBytes<C::kBase>;
   const int64_t ahead = kFar ? 0 : std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1)));
   const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
   hn::Vec<decltype(df)> facc[R][T];
+  float mins[R][T];
   for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) facc[r][t] = hn::Zero(df);
+    for (int t = 0; t < T; ++t) {
+      facc[r][t] = hn::Zero(df);
+      mins[r][t] = 0.0f;
+    }
   }
-  const int64_t steps = w.k / 32 / kStepGroups;
+  // d * (activation block scale) of group g for token t, row r.
+  auto scale_of = [&](int r, int t, int64_t g) HWY_ATTR {
+    return HeaderF16(hd[r] + g * C::kHeader) * a.scale[(t0 + t) * a.blocks + g];
+  };
+  auto add_mins = [&](int r, int t, int64_t g) HWY_ATTR {
+    if constexpr (C::kMins) {
+      const int64_t at = (t0 + t) * a.blocks + g;
+      mins[r][t] += HeaderF16(hd[r] + g * C::kHeader + 2) * a.scale[at] * static_cast<float>(a.group_sums[at]);
+    }
+  };
+  const int64_t groups = w.k / 32, steps = groups / kStepGroups;
   for (int64_t st = 0; st < steps; ++st) {
     const int64_t g = st * kStepGroups;
     if constexpr (kFar) {
       for (int r = 0; r < R; ++r) {
         PrefetchSpan<step0>(row0[r] + kFarPrefetchBytes + st * step0);
-        if (st % 16 == 0) hwy::Prefetch(ds[r] + b1 + g * kQ80HeaderBytes);
+        if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + b1 + st * step1);
+        if (st % 16 == 0) hwy::Prefetch(hd[r] + b1 + g * C::kHeader);
       }
     } else {
       PrefetchSpan<R * step0>(next0 + st * R * step0);
     }
     VI8 c0[R], c1[R];
-    float d0[R], d1[R];
-    for (int r = 0; r < R; ++r) {
-      C::LoadStep(row0[r], nullptr, g, c0[r], c1[r]);
-      d0[r] = HeaderF16(ds[r] + g * kQ80HeaderBytes);
-      d1[r] = kStepGroups == 2 ? HeaderF16(ds[r] + (g + 1) * kQ80HeaderBytes) : d0[r];
-    }
+    for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
     const int8_t* p = panel + st * T * kStepBytes;
     for (int t = 0; t < T; ++t) {
       const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
-      const float* as = a.scale + (t0 + t) * a.blocks + g;
       for (int r = 0; r < R; ++r) {
-        const VI32 v0 = WidenAdd(PairsSigned(c0[r], av0), hn::Zero(d32));
-        const VI32 v1 = WidenAdd(PairsSigned(c1[r], av1), hn::Zero(d32));
-        if constexpr (kStepGroups == 2) {
-          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v1), hn::Set(df, d1[r] * as[1]),
-                                  hn::MulAdd(hn::ConvertTo(df, v0), hn::Set(df, d0[r] * as[0]), facc[r][t]));
+        const VI32 v0 = WidenAdd(C::Pairs(c0[r], av0), hn::Zero(d32));
+        const VI32 v1 = WidenAdd(C::Pairs(c1[r], av1), hn::Zero(d32));
+        if constexpr (kStepGroups == 1) {
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, hn::Add(v0, v1)), hn::Set(df, scale_of(r, t, g)), facc[r][t]);
+        } else if constexpr (C::kWeightOrder) {
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v1), hn::Set(df, scale_of(r, t, g + 1)),
+                                  hn::MulAdd(hn::ConvertTo(df, v0), hn::Set(df, scale_of(r, t, g)), facc[r][t]));
         } else {
-          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, hn::Add(v0, v1)), hn::Set(df, d0[r] * as[0]), facc[r][t]);
+          const hn::Half<decltype(df)> dh;
+          const auto sv = hn::Combine(df, hn::Set(dh, scale_of(r, t, g + 1)), hn::Set(dh, scale_of(r, t, g)));
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, hn::Add(v0, v1)), sv, facc[r][t]);
         }
+        for (int i = 0; i < kStepGroups; ++i) add_mins(r, t, g + i);
       }
     }
   }
   if constexpr (kStepGroups == 2) {
-    if (steps * 2 < w.k / 32) {  // the odd group, in weight order
+    if (steps * 2 < groups) {  // the odd group, in weight order
       const int64_t g = steps * 2;
       for (int r = 0; r < R; ++r) {
-        const VI8 c = C::LoadGroup(row0[r], nullptr, g);
-        const float d = HeaderF16(ds[r] + g * kQ80HeaderBytes);
+        VI8 c;
+        if constexpr (C::kWeightOrder) {
+          c = C::Base::LoadGroup(row0[r], row1[r], g);
+        } else {
+          // Inflate through LoadStep's path on a copy of the group padded to a step.
+          alignas(32) uint8_t n0[2 * kStepBytes] = {}, n1[64] = {};
+          std::memcpy(n0, row0[r] + g * 16, 16);
+          if constexpr (step1 > 0) std::memcpy(n1, row1[r] + g * 4, 4);
+          VI8 lo, hi;
+          C::LoadStep(n0, n1, 0, lo, hi);
+          // Weight order of group g: its low-nibble lanes 0..15 then high 0..15.
+          alignas(32) int8_t tmp0[kL], tmp1[kL], ordered[32];
+          hn::Store(lo, di, tmp0);
+          hn::Store(hi, di, tmp1);
+          std::memcpy(ordered, tmp0, 16);
+          std::memcpy(ordered + 16, tmp1, 16);
+          c = hn::LoadU(di, ordered);
+        }
         for (int t = 0; t < T; ++t) {
           const VI8 av = hn::LoadU(di, panel + steps * T * kStepBytes + t * 32);
-          const auto dv = hn::Set(df, d * a.scale[(t0 + t) * a.blocks + g]);
-          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, WidenAdd(PairsSigned(c, av), hn::Zero(d32))), dv, facc[r][t]);
+          const auto dv = hn::Set(df, scale_of(r, t, g));
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, WidenAdd(C::Pairs(c, av), hn::Zero(d32))), dv, facc[r][t]);
+          add_mins(r, t, g);
         }
       }
     }
   }
   for (int r = 0; r < R; ++r) {
     const int64_t row = r0 + r * stride;
-    const float ws = w.scales[row] * w.scale_mul;
     for (int t = 0; t < T; ++t) {
-      y[(t0 + t) * ldy + row] = ws * hn::GetLane(hn::SumOfLanes(df, facc[r][t]));
+      y[(t0 + t) * ldy + row] = hn::GetLane(hn::SumOfLanes(df, facc[r][t])) + mins[r][t];
     }
   }
 }
@@ -925,8 +1011,8 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
 template <CodeKind K, int R, int T, bool kFar = false>
 HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
                              int64_t ldy, int64_t stride = 1) {
-  if constexpr (K == CodeKind::kQ80) {
-    Block32Tile<R, T, kFar>(w, a, panel, r0, t0, y, ldy, stride);
+  if constexpr (kBlock32<K>) {
+    Block32Tile<K, R, T, kFar>(w, a, panel, r0, t0, y, ldy, stride);
   } else {
     BlockTile<K, R, T, kFar>(w, a, panel, r0, t0, y, ldy, stride);
   }
@@ -957,6 +1043,7 @@ template <CodeKind K>
 void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64_t ldy, int64_t row_begin,
                      int64_t row_end) {
   constexpr bool kNibbleOrder = K != CodeKind::kQ80;
+  constexpr bool kMins = K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ41 || K == CodeKind::kQ51;
   thread_local std::vector<int8_t> scratch, codes;
   thread_local std::vector<int16_t> sums;
   thread_local std::vector<int32_t> block_sums;
@@ -972,7 +1059,7 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
   } else {
     for (int t = 0; t < in.n; ++t) std::fill_n(&scales[static_cast<size_t>(t * nb)], nb, in.scale[t]);
   }
-  if constexpr (K == CodeKind::kQ4k || K == CodeKind::kQ5k) GroupSums(q, in.n, in.k, sums);
+  if constexpr (kMins) GroupSums(q, in.n, in.k, sums);
   const BlockActs acts{scales.data(), sums.data(), nb};
   QuantActs a = in;  // the codes the tiles read
   a.q = q;
@@ -1062,9 +1149,7 @@ void DequantizeRowKind(const QuantWeights& w, int64_t r, float* out) {
 void DequantizeRow(const QuantWeights& w, int64_t r, float* out) {
   switch (w.kind) {
     case CodeKind::kQ4k:
-    case CodeKind::kQ5k:
-    case CodeKind::kQ6k:
-    case CodeKind::kQ80: return ref::dequantize_codes_row(w, r, out);  // a lookup per token: not hot
+    default: return ref::dequantize_codes_row(w, r, out);  // the block kinds: a lookup per token, not hot
     case CodeKind::kI4: return DequantizeRowKind<CodeKind::kI4>(w, r, out);
     case CodeKind::kNf4: return DequantizeRowKind<CodeKind::kNf4>(w, r, out);
     case CodeKind::kI5: return DequantizeRowKind<CodeKind::kI5>(w, r, out);
@@ -1088,6 +1173,12 @@ void MatmulAnyKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
     case CodeKind::kQ6k: return MatmulBlockKind<CodeKind::kQ6k>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ5k: return MatmulBlockKind<CodeKind::kQ5k>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ80: return MatmulBlockKind<CodeKind::kQ80>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ40: return MatmulBlockKind<CodeKind::kQ40>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ41: return MatmulBlockKind<CodeKind::kQ41>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ50: return MatmulBlockKind<CodeKind::kQ50>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ51: return MatmulBlockKind<CodeKind::kQ51>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kIq4nl: return MatmulBlockKind<CodeKind::kIq4nl>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kIq4xs: return MatmulBlockKind<CodeKind::kIq4xs>(w, a, y, ldy, row_begin, row_end);
   }
 }
 

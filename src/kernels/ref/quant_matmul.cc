@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "format/gguf/dequant.h"
 #include "quant/block_header.h"
 #include "quant/planes.h"
 
@@ -29,6 +30,12 @@ QuantWeights quant_weights(const TierTensor& t, bool i8s_high_only) {
     case Tier::kQ6k: w.kind = CodeKind::kQ6k; break;
     case Tier::kQ5k: w.kind = CodeKind::kQ5k; break;
     case Tier::kQ80: w.kind = CodeKind::kQ80; break;
+    case Tier::kQ40: w.kind = CodeKind::kQ40; break;
+    case Tier::kQ41: w.kind = CodeKind::kQ41; break;
+    case Tier::kQ50: w.kind = CodeKind::kQ50; break;
+    case Tier::kQ51: w.kind = CodeKind::kQ51; break;
+    case Tier::kIq4nl: w.kind = CodeKind::kIq4nl; break;
+    case Tier::kIq4xs: w.kind = CodeKind::kIq4xs; break;
     default: return {};  // float tiers have no integer view
   }
   // Plane 1 of every row follows plane 0 of every row.
@@ -81,6 +88,12 @@ int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j) {
     case CodeKind::kQ6k: return (planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 2) << 4)) - 32;
     case CodeKind::kQ5k: return planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 1) << 4);
     case CodeKind::kQ80: return static_cast<int8_t>(row0[j]);
+    case CodeKind::kQ40: return planes::get_nibble(row0, j) - 8;
+    case CodeKind::kQ41: return planes::get_nibble(row0, j);
+    case CodeKind::kQ50: return (planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 1) << 4)) - 16;
+    case CodeKind::kQ51: return planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 1) << 4);
+    case CodeKind::kIq4nl:
+    case CodeKind::kIq4xs: return kIq4nlValues[planes::get_nibble(row0, j)];
   }
   return 0;
 }
@@ -93,11 +106,14 @@ const uint8_t* block_headers(const QuantWeights& w, int64_t r) {
 
 // Row r as llama.cpp dequantizes the carried blocks (quant/tier_block.cc).
 void dequantize_block_row(const QuantWeights& w, int64_t r, float* out) {
-  const float scale = w.scales[r] * w.scale_mul;
+  const float scale = 1.0f;  // the scales are the blocks'
   const uint8_t* headers = block_headers(w, r);
-  if (w.kind == CodeKind::kQ80) {
+  if (block32_kind(w.kind)) {
+    const int64_t hb = carried_layout(block_tier(w.kind)).header_bytes;
     for (int64_t j = 0; j < w.k; ++j) {
-      out[j] = scale * (static_cast<float>(weight_code(w, r, j)) * load_f16_at(headers + j / kQ80Block * kQ80HeaderBytes));
+      const uint8_t* h = headers + j / 32 * hb;
+      const float v = static_cast<float>(weight_code(w, r, j)) * load_f16_at(h);
+      out[j] = scale * (hb == 4 ? v + load_f16_at(h + 2) : v);
     }
     return;
   }
@@ -108,6 +124,9 @@ void dequantize_block_row(const QuantWeights& w, int64_t r, float* out) {
       if (w.kind == CodeKind::kQ6k) {
         const Q6kHeader h = q6k_header(headers, b);
         out[j] = scale * (h.d * static_cast<float>(h.sc[l / 16]) * q);
+      } else if (w.kind == CodeKind::kIq4xs) {
+        const uint8_t* h = headers + b * kIq4xsHeaderBytes;
+        out[j] = scale * (load_f16_at(h) * static_cast<float>(static_cast<int8_t>(h[2 + l / 32])) * q);
       } else {
         const Q4kHeader h = q4k_header(headers, b);
         out[j] = scale * (h.d * static_cast<float>(h.sc[l / 32]) * q - h.dmin * static_cast<float>(h.m[l / 32]));
@@ -121,17 +140,24 @@ void dequantize_block_row(const QuantWeights& w, int64_t r, float* out) {
 // `as` the activation block's scale (act_block(kind) weights each).
 float block_row_dot(const QuantWeights& w, int64_t r, const int8_t* a, const float* as) {
   const uint8_t* headers = block_headers(w, r);
-  if (w.kind == CodeKind::kQ80) {
+  if (block32_kind(w.kind)) {
+    // d * as * dot, and for q41 / q51 + m * as * (activation sum).
+    const int64_t hb = carried_layout(block_tier(w.kind)).header_bytes;
     float acc = 0.0f;
-    for (int64_t b = 0; b < w.k / kQ80Block; ++b) {
-      int32_t dot = 0;
-      for (int64_t l = 0; l < kQ80Block; ++l) dot += weight_code(w, r, b * kQ80Block + l) * a[b * kQ80Block + l];
-      acc += load_f16_at(headers + b * kQ80HeaderBytes) * as[b] * static_cast<float>(dot);
+    for (int64_t b = 0; b < w.k / 32; ++b) {
+      int32_t dot = 0, asum = 0;
+      for (int64_t l = 0; l < 32; ++l) {
+        dot += weight_code(w, r, b * 32 + l) * a[b * 32 + l];
+        asum += a[b * 32 + l];
+      }
+      const uint8_t* h = headers + b * hb;
+      acc += load_f16_at(h) * as[b] * static_cast<float>(dot);
+      if (hb == 4) acc += load_f16_at(h + 2) * as[b] * static_cast<float>(asum);
     }
     return acc;
   }
-  const bool mins = w.kind != CodeKind::kQ6k;
-  const int64_t sub = mins ? 32 : 16;
+  const bool mins = w.kind == CodeKind::kQ4k || w.kind == CodeKind::kQ5k;
+  const int64_t sub = w.kind == CodeKind::kQ6k ? 16 : 32;
   float acc = 0.0f;
   for (int64_t b = 0; b < w.k / kSuperBlock; ++b) {
     int32_t isum = 0, msum = 0;
@@ -146,6 +172,8 @@ float block_row_dot(const QuantWeights& w, int64_t r, const int8_t* a, const flo
         const Q4kHeader h = q4k_header(headers, b);
         isum += h.sc[s] * dot;
         msum += h.m[s] * asum;
+      } else if (w.kind == CodeKind::kIq4xs) {
+        isum += static_cast<int8_t>(headers[b * kIq4xsHeaderBytes + 2 + s]) * dot;
       } else {
         isum += q6k_header(headers, b).sc[s] * dot;
       }
@@ -153,6 +181,8 @@ float block_row_dot(const QuantWeights& w, int64_t r, const int8_t* a, const flo
     if (mins) {
       const Q4kHeader h = q4k_header(headers, b);
       acc += h.d * as[b] * static_cast<float>(isum) - h.dmin * as[b] * static_cast<float>(msum);
+    } else if (w.kind == CodeKind::kIq4xs) {
+      acc += load_f16_at(headers + b * kIq4xsHeaderBytes) * as[b] * static_cast<float>(isum);
     } else {
       acc += q6k_header(headers, b).d * as[b] * static_cast<float>(isum);
     }
@@ -189,8 +219,7 @@ void quant_matmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t l
     block_acts(a, act_block(w.kind), q, as);
     const int64_t nb = a.k / act_block(w.kind);
     for (int64_t r = row_begin; r < row_end; ++r) {
-      const float ws = w.scales[r] * w.scale_mul;
-      for (int t = 0; t < a.n; ++t) y[t * ldy + r] = ws * block_row_dot(w, r, &q[static_cast<size_t>(t * a.k)], &as[static_cast<size_t>(t * nb)]);
+      for (int t = 0; t < a.n; ++t) y[t * ldy + r] = block_row_dot(w, r, &q[static_cast<size_t>(t * a.k)], &as[static_cast<size_t>(t * nb)]);
     }
     return;
   }

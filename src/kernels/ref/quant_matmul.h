@@ -1,7 +1,7 @@
 // Scalar references of the CPU engine's integer kernels (kernels/cpu):
 // activation quantization and the quantized matmul. Integer-exact, so every
 // SIMD target must match them bit for bit - except the block kinds (q4k,
-// q5k, q6k, q80), whose super-blocks are summed in float: there the targets agree to
+// the carried tiers), whose super-blocks are summed in float: there the targets agree to
 // float rounding (kernels/quant_types.h).
 #pragma once
 
@@ -19,7 +19,8 @@ namespace ork::ref {
 void quantize_acts(const float* x, int n, int64_t k, int8_t* q, float* scale, int32_t* sum, int max_code = 127);
 
 // The integer code of weight j of row r (see kernels/quant_types.h; for
-// q4k and q5k the unsigned code, for q6k the six-bit code less 32).
+// q4k, q5k, q41 and q51 the unsigned code, for q6k, q40 and q50 the code
+// less its offset, for iq4nl the codebook's level).
 int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j);
 
 // Row r of w as floats, the kernels' own view of it (an embedding lookup):
