@@ -270,6 +270,11 @@ Result<std::vector<uint8_t>> build_metadata(const GgufFile& in, const PackOption
   w.set("ork.pack.source", GgufValue::make_string(slash == std::string::npos ? o.input : o.input.substr(slash + 1)));
   w.set("ork.pack.tiers", GgufValue::make_string(format_tier_map(report.tier_map)));
   w.set("ork.pack.bpw", GgufValue::make_float32(static_cast<float>(report.bpw())));
+  // What each tensor was in the source (a MoE unit "x.e3" was "x"), for
+  // `ork inspect`.
+  std::vector<std::string> sources;
+  for (const GgufTensorInfo& t : in.tensors()) sources.push_back(t.name + "=" + std::string(ggml_type_name(t.type)));
+  w.set("ork.pack.source_types", GgufValue::make_string_array(std::move(sources)));
   w.set("ork.rotation", GgufValue::make_string(o.rotate ? "hadamard" : "none"));
   w.set("ork.rotation.seed", GgufValue::make_uint64(o.rotation_seed));
   if (o.imatrix != nullptr) {

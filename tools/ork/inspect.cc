@@ -62,9 +62,25 @@ int inspect_orkpack(const InspectOptions& opt) {
     acc.first += bytes;
     acc.second += elems;
   }
+  // The source's type of each tensor, where the pack recorded it.
+  std::map<std::string, std::string> source_type;
+  if (const GgufValue* v = p.metadata().find("ork.pack.source_types"); v != nullptr && v->is_array()) {
+    for (const std::string& e : v->strings) {
+      const size_t eq = e.rfind('=');
+      if (eq != std::string::npos) source_type[e.substr(0, eq)] = e.substr(eq + 1);
+    }
+  }
+  auto source_of = [&](const std::string& name) -> std::string {
+    auto it = source_type.find(name);
+    if (it == source_type.end()) {
+      const size_t dot = name.rfind(".e");  // a MoE unit: its 3-D tensor's type
+      if (dot != std::string::npos) it = source_type.find(name.substr(0, dot));
+    }
+    return it != source_type.end() ? it->second : "?";
+  };
   if (!opt.no_tensors) {
-    fmt::print("\ntensors ({}):\n  {:<36} {:<5} {:<18} {:>8} {:>6} {:>12} {:>7} {:>10}\n", p.tensors().size(), "name", "tier",
-               "shape (ne)", "k_stored", "rot", "bytes", "bpw", "rel.error");
+    fmt::print("\ntensors ({}):\n  {:<36} {:<7} {:<6} {:<18} {:>8} {:>6} {:>12} {:>7} {:>10}\n", p.tensors().size(), "name",
+               "source", "tier", "shape (ne)", "k_stored", "rot", "bytes", "bpw", "rel.error");
     for (const OrkpackTensor& t : p.tensors()) {
       std::string shape = "[";
       uint64_t elems = 1;
@@ -74,7 +90,8 @@ int inspect_orkpack(const InspectOptions& opt) {
       }
       shape += "]";
       const uint64_t bytes = t.data_size + t.scales_size;
-      fmt::print("  {:<36} {:<5} {:<18} {:>8} {:>6} {:>12} {:>7.3f} {:>10.3g}\n", escape_text(t.spec.name), tier_name(t.spec.tier), shape,
+      fmt::print("  {:<36} {:<7} {:<6} {:<18} {:>8} {:>6} {:>12} {:>7.3f} {:>10.3g}\n", escape_text(t.spec.name),
+                 escape_text(source_of(t.spec.name)), tier_name(t.spec.tier), shape,
                  t.spec.k_stored, t.spec.rotation_block, bytes, 8.0 * static_cast<double>(bytes) / static_cast<double>(elems),
                  t.spec.error);
     }
