@@ -261,6 +261,45 @@ TEST_F(EveryTarget, BlockKindsMatchReference) {
   }
 }
 
+// The block kinds' largest codes and sub-scales against activations at
+// +-127: no int16 pair sum or int32 block sum may overflow.
+TEST_F(EveryTarget, BlockKindsExtremeCodesDoNotOverflow) {
+  std::mt19937 rng(9);
+  const int64_t k = 512;
+  for (CodeKind kind : {CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80, CodeKind::kQ40, CodeKind::kQ41,
+                        CodeKind::kQ50, CodeKind::kQ51, CodeKind::kIq4nl, CodeKind::kIq4xs}) {
+    for (uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}, uint8_t{0x80}}) {
+      RandomWeights w(kind, 2, k, 0, rng);
+      std::fill(w.bytes.begin(), w.bytes.end(), fill);
+      make_headers_valid(w, rng);
+      // Sub-scales at their largest: 63 for q4k / q5k, -128 / 127 for q6k and iq4xs.
+      const int64_t b1 = plane1_row_bytes(kind, k);
+      for (int64_t r = 0; r < 2; ++r) {
+        auto* h = const_cast<uint8_t*>(w.view.p1) + r * b1 + block_headers_offset(kind, k);
+        for (int64_t b = 0; b < k / kSuperBlock && !block32_kind(kind); ++b) {
+          uint8_t* sc = h + b * carried_layout(block_tier(kind)).header_bytes + (kind == CodeKind::kQ4k || kind == CodeKind::kQ5k ? 4 : 2);
+          const int n = kind == CodeKind::kQ6k ? 16 : 8;
+          for (int i = 0; i < n; ++i) sc[i] = kind == CodeKind::kQ4k || kind == CodeKind::kQ5k ? 63 : (fill == 0x80 ? 0x80 : 0x7F);
+        }
+      }
+      for (int8_t av : {int8_t{127}, int8_t{-127}}) {
+        RandomActs a(1, k, 0, rng);
+        std::fill(a.q.begin(), a.q.end(), av);
+        std::vector<float> want(2), got(2);
+        ref::quant_matmul(w.view, a.view, want.data(), 2, 0, 2);
+        for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+          cpu::force_target(t);
+          cpu::quant_matmul(w.view, a.view, got.data(), 2, 0, 2);
+          for (int i = 0; i < 2; ++i) {
+            EXPECT_NEAR(got[i], want[i], 1e-5f * std::fabs(want[i]) + 1e-6f)
+                << cpu::target_name(t) << " " << kind_name(kind) << " fill=" << int{fill} << " a=" << int{av};
+          }
+        }
+      }
+    }
+  }
+}
+
 // The embedding lookup: every kind's rows as floats, bit for bit with the
 // reference on every target, whole groups and an odd group at the end.
 TEST_F(EveryTarget, DequantizeRowMatchesReference) {

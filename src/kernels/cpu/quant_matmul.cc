@@ -820,7 +820,14 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
           VI16 q0, q1;
           C::Pairs(c0[r], av0, q0);
           C::Pairs(c1[r], av1, q1);
-          acc[r][t] = ScaledWidenAdd(q1, s1[r], ScaledWidenAdd(q0, s0[r], acc[r][t]));
+          if constexpr (C::kMins) {
+            // One sub-scale for both halves and small unsigned codes: the
+            // two pair sums add in int16 (2 * 2 * 31 * 127 < 2^15) and
+            // widen once.
+            acc[r][t] = ScaledWidenAdd(hn::Add(q0, q1), s0[r], acc[r][t]);
+          } else {
+            acc[r][t] = ScaledWidenAdd(q1, s1[r], ScaledWidenAdd(q0, s0[r], acc[r][t]));
+          }
         }
       }
     }
