@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "quant/planes.h"
 
 namespace ork {
 namespace {
@@ -42,20 +41,23 @@ void carry_q4k_block(const uint8_t* b, uint8_t* codes, uint8_t* header) {
 }
 
 // One Q5_K super-block: as Q4_K (qs at 48), the fifth bit of weight
-// 64 c + 32 h + l in bit 2c + h of qh[l].
-void carry_q5k_block(const uint8_t* b, int64_t j0, uint8_t* nibbles, uint8_t* bits, uint8_t* header) {
+// 64 c + 32 h + l in bit 2c + h of qh[l]. The nibbles are Q4_K's; the
+// fifth bits of each group of 32 form its 4 bytes of ork's bit plane.
+void carry_q5k_block(const uint8_t* b, uint8_t* nibbles, uint8_t* bits, uint8_t* header) {
   std::memcpy(header, b, 4);
   for (int g = 0; g < 8; ++g) unpack_scale_min(b + 4, g, header + 4 + g, header + 12 + g);
   const uint8_t* qh = b + 16;
   const uint8_t* qs = b + 48;
-  for (int c = 0; c < 4; ++c) {
-    for (int h = 0; h < 2; ++h) {
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t low = qs[32 * c + l];
-        const int64_t j = j0 + 64 * c + 32 * h + l;
-        planes::set_nibble(nibbles, j, static_cast<uint8_t>(h == 0 ? low & 0xF : low >> 4));
-        planes::set_bits(bits, j, 1, static_cast<uint8_t>((qh[l] >> (2 * c + h)) & 1));
-      }
+  for (int g = 0; g < 8; ++g) {
+    const uint8_t* src = qs + 32 * (g / 2);
+    const int shift = (g % 2) * 4;
+    for (int j = 0; j < 16; ++j) {
+      nibbles[16 * g + j] = static_cast<uint8_t>(((src[j] >> shift) & 0xF) | (((src[j + 16] >> shift) & 0xF) << 4));
+    }
+    for (int i = 0; i < 4; ++i) {
+      uint8_t v = 0;
+      for (int l = 0; l < 8; ++l) v = static_cast<uint8_t>(v | (((qh[8 * i + l] >> g) & 1) << l));
+      bits[4 * g + i] = v;
     }
   }
 }
@@ -77,26 +79,34 @@ void carry_iq4xs_block(const uint8_t* b, uint8_t* codes, uint8_t* header) {
 
 // One Q6_K super-block: weight 128 n + 32 q + l has its low four bits in
 // ql[64 n + l + 32 (q % 2)] (q < 2: low nibble, else high) and its top two
-// in bits 2q, 2q + 1 of qh[32 n + l].
-void carry_q6k_block(const uint8_t* b, int64_t j0, uint8_t* nibbles, uint8_t* bits, uint8_t* header) {
+// in bits 2q, 2q + 1 of qh[32 n + l]. The codes are gathered in weight
+// order first, then packed group by group into ork's nibble and 2-bit
+// planes (byte j of a group: weights j and j + 16; 2-bit byte i: weights
+// 4i .. 4i + 3 from the low bits up).
+void carry_q6k_block(const uint8_t* b, uint8_t* nibbles, uint8_t* bits, uint8_t* header) {
   const uint8_t* ql = b;
   const uint8_t* qh = b + 128;
   std::memcpy(header, b + 208, 2);       // d
   std::memcpy(header + 2, b + 192, 16);  // sub-scales, in weight order
+  uint8_t q[256];
   for (int n = 0; n < 2; ++n) {
-    for (int q = 0; q < 4; ++q) {
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t low = ql[64 * n + l + 32 * (q % 2)];
-        const auto nib = static_cast<uint8_t>(q < 2 ? low & 0xF : low >> 4);
-        const auto top = static_cast<uint8_t>((qh[32 * n + l] >> (2 * q)) & 3);
-        const int64_t j = j0 + 128 * n + 32 * q + l;
-        planes::set_nibble(nibbles, j, nib);
-        planes::set_bits(bits, j, 2, top);
-      }
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t lo0 = ql[64 * n + l], lo1 = ql[64 * n + l + 32], hi = qh[32 * n + l];
+      q[128 * n + l] = static_cast<uint8_t>((lo0 & 0xF) | ((hi & 3) << 4));
+      q[128 * n + 32 + l] = static_cast<uint8_t>((lo1 & 0xF) | (((hi >> 2) & 3) << 4));
+      q[128 * n + 64 + l] = static_cast<uint8_t>((lo0 >> 4) | (((hi >> 4) & 3) << 4));
+      q[128 * n + 96 + l] = static_cast<uint8_t>((lo1 >> 4) | (((hi >> 6) & 3) << 4));
+    }
+  }
+  for (int g = 0; g < 8; ++g) {
+    const uint8_t* c = q + 32 * g;
+    for (int j = 0; j < 16; ++j) nibbles[16 * g + j] = static_cast<uint8_t>((c[j] & 0xF) | ((c[j + 16] & 0xF) << 4));
+    for (int i = 0; i < 8; ++i) {
+      bits[8 * g + i] = static_cast<uint8_t>((c[4 * i] >> 4) | ((c[4 * i + 1] >> 4) << 2) | ((c[4 * i + 2] >> 4) << 4) |
+                                             ((c[4 * i + 3] >> 4) << 6));
     }
   }
 }
-
 
 // The 32-weight blocks: bytes per block, and where d, m, the fifth bits
 // and the nibbles (or int8 codes) sit in one (-1: absent).
@@ -166,7 +176,8 @@ Status carry_rows(GgmlType type, const uint8_t* src, int64_t rows, int64_t k, ui
   if (!tier) {
     return error(StatusCode::kUnsupported, "no tier carries {} rows of {} weights", ggml_type_name(type), k);
   }
-  std::memset(data, 0, tier_data_bytes(*tier, rows, k));
+  // Every byte of `data` is written below (codes, high bits, headers): no
+  // clearing first, which on fresh pages costs as much as the carrying.
   const int64_t blocks = k / kSuperBlock;
   const int64_t b0 = carried_layout(*tier).int8_codes ? k : k / 2;
   uint8_t* plane1 = data + b0 * rows;
@@ -184,7 +195,8 @@ Status carry_rows(GgmlType type, const uint8_t* src, int64_t rows, int64_t k, ui
       uint8_t* bits = plane1 + r * (k / 8 + blocks * kQ4kHeaderBytes);
       uint8_t* headers = bits + k / 8;
       for (int64_t b = 0; b < blocks; ++b) {
-        carry_q5k_block(row + b * kQ5kSourceBytes, b * kSuperBlock, codes, bits, headers + b * kQ4kHeaderBytes);
+        carry_q5k_block(row + b * kQ5kSourceBytes, codes + b * kSuperBlock / 2, bits + b * kSuperBlock / 8,
+                        headers + b * kQ4kHeaderBytes);
       }
     } else if (*tier == Tier::kIq4xs) {
       const uint8_t* row = src + r * blocks * kIq4xsSourceBytes;
@@ -197,7 +209,8 @@ Status carry_rows(GgmlType type, const uint8_t* src, int64_t rows, int64_t k, ui
       uint8_t* bits = plane1 + r * (k / 4 + blocks * kQ6kHeaderBytes);
       uint8_t* headers = bits + k / 4;
       for (int64_t b = 0; b < blocks; ++b) {
-        carry_q6k_block(row + b * kQ6kSourceBytes, b * kSuperBlock, codes, bits, headers + b * kQ6kHeaderBytes);
+        carry_q6k_block(row + b * kQ6kSourceBytes, codes + b * kSuperBlock / 2, bits + b * kSuperBlock / 4,
+                        headers + b * kQ6kHeaderBytes);
       }
     } else {
       const Block32Source bs = block32_source(*tier);

@@ -41,6 +41,11 @@ auto load_resolved(const std::string& path, Load&& load) -> decltype(load(path))
   auto resolved = resolve_model(path, g_convert);
   if (!resolved.is_ok()) return resolved.status();
   auto model = load(resolved->path);
+  if (!model.is_ok() && resolved->cached && model.status().code() == StatusCode::kCorrupt) {
+    resolved = rebuild_damaged(path, *resolved, model.status(), g_convert);
+    if (!resolved.is_ok()) return resolved.status();
+    model = load(resolved->path);
+  }
   if (resolved->temporary) ::unlink(resolved->path.c_str());
   return model;
 }

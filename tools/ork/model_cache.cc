@@ -78,15 +78,11 @@ Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOption
   std::string entry;
   if (options.use_cache) {
     ORK_ASSIGN_OR_RETURN(entry, cache_entry_for(path));
+    // An entry is opened (and so validated) once, by the loader: one that
+    // fails comes back through rebuild_damaged().
     if (::access(entry.c_str(), F_OK) == 0) {
-      if (auto pack = OrkpackFile::open(entry); pack.is_ok()) {
-        std::fprintf(stderr, "ork: %s runs from its converted copy %s\n", path.c_str(), entry.c_str());
-        return ResolvedModel{entry, false};
-      } else {
-        std::fprintf(stderr, "ork: warning: the cached conversion %s is damaged (%s); converting again\n",
-                     entry.c_str(), pack.status().message().c_str());
-        ::unlink(entry.c_str());
-      }
+      std::fprintf(stderr, "ork: %s runs from its converted copy %s\n", path.c_str(), entry.c_str());
+      return ResolvedModel{entry, false, true};
     }
     if (Status made = make_dirs(cache_dir()); !made.is_ok()) {
       std::fprintf(stderr, "ork: warning: %s; converting into a temporary file instead\n", made.message().c_str());
@@ -119,6 +115,14 @@ Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOption
   std::fprintf(stderr, "ork: warning: cannot convert (%s); running %s on the reference kernels (slow)\n",
                report.status().message().c_str(), path.c_str());
   return plain;
+}
+
+Result<ResolvedModel> rebuild_damaged(const std::string& path, const ResolvedModel& damaged, const Status& why,
+                                      const ConvertOptions& options) {
+  std::fprintf(stderr, "ork: warning: the cached conversion %s is damaged (%s); converting again\n", damaged.path.c_str(),
+               why.message().c_str());
+  ::unlink(damaged.path.c_str());
+  return resolve_model(path, options);
 }
 
 }  // namespace ork::cli

@@ -25,11 +25,17 @@ struct ConvertOptions {
 struct ResolvedModel {
   std::string path;        // what to load
   bool temporary = false;  // remove once loaded
+  bool cached = false;     // a cache entry made by an earlier run
 };
 
 // The file to load for `path`: `path` itself unless it is a quantized GGUF
 // to convert. Notes and warnings go to stderr; conversion shows progress.
 Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOptions& options);
+
+// A cached entry that failed to load (`why`): removed, and the source
+// converted again.
+Result<ResolvedModel> rebuild_damaged(const std::string& path, const ResolvedModel& damaged, const Status& why,
+                                      const ConvertOptions& options);
 
 // The cache entry a source maps to (for `ork cache` and tests).
 Result<std::string> cache_entry_for(const std::string& path);

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One quantized GGUF, ork and llama.cpp side by side in one run: ROUNDS
+# interleaved rounds of `llama-bench` and `ork bench` on the same file, the
+# same threads; ork converts the file on its first start (cached, timed
+# here as the first start) and reports the bandwidth probed beside each
+# repetition. Prints each round and the medians with their ratio.
+# docs/BENCHMARKS.md section 9.
+#
+# Usage: bench/gguf_vs_llamacpp.sh MODEL.gguf [ROUNDS] [PP] [TG] [THREADS]
+set -euo pipefail
+M=$1
+ROUNDS=${2:-3}
+PP=${3:-512}
+TG=${4:-64}
+T=${5:-2}
+ORK=${ORK:-build/release/ork}
+PEERS=${ORK_PEERS:-../shared/peers}
+OUT=$(mktemp -d)
+lscpu | grep -E "Model name|^CPU\(s\)|Flags" | sed 's/Flags:.*\(avx512[a-z_]*\).*/Flags: has \1/' | cut -c1-100
+[ -x "$PEERS/bin/llama-bench" ] || { echo "llama-bench missing in $PEERS: not measured"; exit 1; }
+
+# Start-up: ork's first start (conversion included) and the cached one, and
+# llama.cpp's load, each as the wall time of loading and evaluating one token.
+export ORK_CACHE_DIR=${ORK_CACHE_DIR:-$OUT/cache}
+"$ORK" cache rm >/dev/null 2>&1 || true
+t0=$(date +%s.%N); "$ORK" run -m "$M" -p "a" -n 1 -t "$T" >/dev/null 2>"$OUT/first.log"; t1=$(date +%s.%N)
+"$ORK" run -m "$M" -p "a" -n 1 -t "$T" >/dev/null 2>&1; t2=$(date +%s.%N)
+PACK=$(ls "$ORK_CACHE_DIR"/*.orkpack | head -1)
+"$ORK" run -m "$PACK" -p "a" -n 1 -t "$T" >/dev/null 2>&1; t3=$(date +%s.%N)
+"$PEERS/bin/llama-bench" -m "$M" -p 1 -n 0 -r 1 -t "$T" >/dev/null 2>&1; t4=$(date +%s.%N)
+echo "start: ork first (converts) $(echo "$t1 - $t0" | bc) s, ork cached $(echo "$t2 - $t1" | bc) s, ork on the orkpack $(echo "$t3 - $t2" | bc) s, llama-bench -p 1 -n 0 $(echo "$t4 - $t3" | bc) s"
+
+for r in $(seq 1 "$ROUNDS"); do
+  "$PEERS/bin/llama-bench" -m "$M" -p "$PP" -n "$TG" -r 1 -t "$T" -o json 2>/dev/null > "$OUT/l$r.json"
+  "$ORK" bench -m "$M" -p "$PP" -n "$TG" -r 1 -t "$T" --json 2>/dev/null > "$OUT/o$r.json"
+done
+python3 - "$OUT" "$ROUNDS" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+lp, lt, op, ot, bw, roof = [], [], [], [], [], []
+for r in range(1, rounds + 1):
+    l = json.load(open(f"{out}/l{r}.json"))
+    pp = [x["avg_ts"] for x in l if x["n_prompt"] > 0][0]
+    tg = [x["avg_ts"] for x in l if x["n_gen"] > 0][0]
+    o = json.load(open(f"{out}/o{r}.json"))
+    lp.append(pp); lt.append(tg); op.append(o["pp"]["tok_s_median"]); ot.append(o["tg"]["tok_s_median"])
+    bw.append(o["machine"]["read_gbps"]); roof.append(o["roofline_fraction"])
+    if r == 1: print(f"ork's SIMD target: {o['machine']['simd']}, {o['machine']['threads']} threads")
+    print(f"round {r}: llama.cpp pp {pp:.2f} tg {tg:.2f} | ork pp {op[-1]:.2f} tg {ot[-1]:.2f} | probe {bw[-1]:.1f} GB/s, ork decode at {roof[-1]:.2f} of it")
+m = statistics.median
+print(f"median: llama.cpp pp {m(lp):.2f} tg {m(lt):.2f} tok/s; ork pp {m(op):.2f} tg {m(ot):.2f} tok/s")
+print(f"ork / llama.cpp: prefill {m(op)/m(lp):.2f}x (rounds {min(a/b for a,b in zip(op,lp)):.2f}-{max(a/b for a,b in zip(op,lp)):.2f}), "
+      f"decode {m(ot)/m(lt):.2f}x (rounds {min(a/b for a,b in zip(ot,lt)):.2f}-{max(a/b for a,b in zip(ot,lt)):.2f})")
+PY
+rm -rf "$OUT"
