@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   };
   add("run", "Generate text from a prompt (no -m: the built-in stories260K)", ork::cli::add_run);
   add("inspect", "Print a GGUF or orkpack file's metadata and tensor table", ork::cli::add_inspect);
-  add("pack", "Convert a GGUF into an orkpack: per-channel tiers planned under a bit budget", ork::cli::add_pack);
+  add("pack", "Convert a GGUF into an orkpack: a quantized one's blocks carried, a float one's tiers planned under a bit budget",
+      ork::cli::add_pack);
   add("imatrix", "Collect an importance matrix on calibration text", ork::cli::add_imatrix);
   add("bench", "Prefill and decode speed beside the machine's measured read bandwidth", ork::cli::add_bench);
   add("ppl", "Perplexity, and KL divergence / top-1 / RMS delta-p against a reference", ork::cli::add_ppl);

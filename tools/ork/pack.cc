@@ -152,9 +152,13 @@ int pack(const PackCliOptions& c) {
 
 Runner add_pack(CLI::App& app) {
   auto c = std::make_shared<PackCliOptions>();
-  app.add_option("input", c->input, "GGUF model to pack")->required()->check(CLI::ExistingFile);
+  app.add_option("input", c->input, "GGUF model to pack (F32/F16/BF16, or quantized as llama.cpp writes them)")
+      ->required()
+      ->check(CLI::ExistingFile);
   app.add_option("-o,--output", c->output, "orkpack to write")->required();
-  app.add_option("--bpw", c->bpw, "Budget: bits per weight over all parameters (default 4.5)")
+  app.add_option("--bpw", c->bpw,
+                 "Budget: bits per weight over all parameters (default: 4.5 for an F32/F16/BF16 source; a quantized "
+                 "one keeps its own size, its Q4_K...IQ4_XS tensors carried unchanged)")
       ->check(number_in(0, 32, true));
   app.add_option("--budget", c->budget, "Budget: total tensor bytes")->check(number_in(1, 1e18));
   app.add_option("--imatrix", c->imatrix, "Importance matrix from `ork imatrix`")->check(CLI::ExistingFile);
