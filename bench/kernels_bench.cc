@@ -1,5 +1,6 @@
 // Kernel microbenchmarks (Google Benchmark): the quantized matmul per tier
-// and token count M, on weights larger than the caches (M = 1, memory-bound:
+// (the per-channel ones and the carried q4k q6k q5k q80 q40 iq4xs) and token
+// count M, on weights larger than the caches (M = 1, memory-bound:
 // read GB/s) or L2-resident blocks (M > 1, compute-bound: GMAC/s), single
 // thread; K = 768 is the down projection of a qwen3moe expert. And decode's
 // loops on the thread pool against a plain read of the same bytes
@@ -32,6 +33,7 @@ struct Setup {
   std::vector<float> act_scale;
   std::vector<int32_t> act_sum;
   std::vector<float> y;
+  std::vector<float> f32;
   QuantWeights w;
   QuantActs a;
 
@@ -51,10 +53,32 @@ struct Setup {
     w = {kind, planes.data(), plane1_row_bytes(kind, k) > 0 ? planes.data() + plane0_row_bytes(kind, k) * rows : nullptr,
          scales.data(), 1.0f, rows, k};
     a = {q.data(), act_scale.data(), act_sum.data(), k, n};
+    if (block_kind(kind)) {
+      // Finite block scales (f16 0.01; random bits would be NaN and
+      // denormals), six-bit sub-scales, and the floats the engine keeps,
+      // which the block kinds requantize per block as they do in a model.
+      const CarriedLayout l = carried_layout(block_tier(kind));
+      const int64_t b1 = plane1_row_bytes(kind, k);
+      uint8_t* p1 = planes.data() + plane0_row_bytes(kind, k) * rows;
+      for (int64_t r = 0; r < rows; ++r) {
+        uint8_t* h = p1 + r * b1 + block_headers_offset(kind, k);
+        for (int64_t b = 0; b < k / l.block; ++b, h += l.header_bytes) {
+          const uint16_t d = 0x211F;
+          std::memcpy(h, &d, 2);
+          if (l.header_bytes == 4 || l.header_bytes == kQ4kHeaderBytes) std::memcpy(h + 2, &d, 2);
+          for (int i = 4; l.header_bytes == kQ4kHeaderBytes && i < kQ4kHeaderBytes; ++i) h[i] &= 63;
+        }
+      }
+      f32.resize(q.size());
+      for (size_t i = 0; i < q.size(); ++i) f32[i] = 0.01f * static_cast<float>(q[i]);
+      a.f32 = f32.data();
+    }
   }
 };
 
-const char* kKindNames[] = {"i4", "nf4", "i5", "i6", "i8", "i8s"};
+// Names by CodeKind.
+const char* kKindNames[] = {"i4", "nf4", "i5", "i6", "i8", "i8s", "q4k", "q6k", "q5k", "q80",
+                            "q40", "q41", "q50", "q51", "iq4nl", "iq4xs"};
 
 // args: kind, M, K; rows: 128 Mi weights for M <= 8 (decode, and the
 // server's slots decoding together: far beyond the caches), 512 K-wide
@@ -69,7 +93,7 @@ void BM_QuantMatmul(benchmark::State& state) {
     cpu::quant_matmul(s.w, s.a, s.y.data(), rows, 0, rows);
     benchmark::DoNotOptimize(s.y.data());
   }
-  const double bytes = static_cast<double>(s.planes.size() + 4 * rows);
+  const double bytes = static_cast<double>(s.planes.size() + (block_kind(kind) ? 0 : 4 * rows));
   state.counters["weight_GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GMAC/s"] =
       benchmark::Counter(static_cast<double>(rows) * k * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -77,7 +101,7 @@ void BM_QuantMatmul(benchmark::State& state) {
 }
 
 BENCHMARK(BM_QuantMatmul)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 2, 4, 8, 16, 64}, {768, 2048, 8192}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15}, {1, 2, 4, 8, 16, 64}, {768, 2048, 8192}})
     ->ArgNames({"kind", "M", "K"})
     ->Unit(benchmark::kMicrosecond);
 

@@ -19,12 +19,14 @@ void print_front_door(std::FILE* out, const std::vector<std::string>& commands) 
                "  ork chat -m model.gguf                    talk with it, in the model's own chat template\n"
                "  ork serve -m model.gguf --port 8080       an OpenAI-compatible server, with a chat page at /\n"
                "  ork bench -m model.gguf                   prefill and decode speed beside the machine's memory bandwidth\n"
-               "  ork pack model.gguf -o model.orkpack      convert to ork's own format, tiers planned under 4.5 bits/weight\n"
+               "  ork pack model.gguf -o model.orkpack      convert to ork's own format (a quantized GGUF keeps its blocks)\n"
                "  ork ppl -m model.orkpack -f text.txt --ref model.gguf\n"
                "                                            perplexity and KL divergence against the original\n"
                "\n"
                "Models: any GGUF of a supported architecture (%s), quantized or\n"
-               "not; `ork pack` turns one into an orkpack, `ork inspect` shows what a file holds.\n"
+               "not. A quantized one (Q4_K_M, Q8_0, IQ4_XS, ...) is converted for the fast kernels on its first start,\n"
+               "nothing re-quantized, and kept for the next (`ork cache ls`); `ork pack` turns one into an orkpack,\n"
+               "`ork inspect` shows what a file holds.\n"
                "\n"
                "Commands: %s. `ork <command> --help` lists a command's options.\n",
                supported_arch_names().c_str(), all.c_str());
