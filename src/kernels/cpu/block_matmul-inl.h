@@ -1,0 +1,501 @@
+// The block kinds' matmul (the carried tiers: quant/carry.h), one SIMD
+// target's worth. Not a header of its own: kernels/cpu/quant_matmul.cc
+// includes it inside its HWY_NAMESPACE once per target (Highway's -inl
+// convention), after the code inflation, pair products and activation
+// panels it builds on, and dispatches the block kinds to MatmulBlockKind.
+// The toggle guard lets each target's pass include it again.
+#if defined(ORK_KERNELS_CPU_BLOCK_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ORK_KERNELS_CPU_BLOCK_MATMUL_INL_H_
+#undef ORK_KERNELS_CPU_BLOCK_MATMUL_INL_H_
+#else
+#define ORK_KERNELS_CPU_BLOCK_MATMUL_INL_H_
+#endif
+
+// ---------------------------------------------------------------------------
+// The block kinds (q4k, q6k: a GGUF K-quant's codes and scales carried
+// exactly). Codes inflate as i4's and i6's do (q6k's then less 32, signed);
+// each pair sum meets its sub-block's integer scale in the widening
+// multiply-add (pmaddwd against the scales instead of ones), so a
+// super-block's 256 weights sum exactly in int32; at its end the int32
+// lanes go to float and meet d. q4k's mins come off once per row: dmin
+// times the integer sum of m times each group's activation sum.
+
+// IQ4_NL's codebook (iq4nl, iq4xs), as int8 levels for a byte shuffle.
+alignas(16) constexpr int8_t kIq4nlTable[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// The scale byte each int16 lane of a step's code vector takes, as an index
+// into the super-block's sub-scales (broadcast to every 128-bit block), in
+// the high byte of the lane (0x80 zeroes the low one; a shift right by 8
+// then sign-extends it). Lane byte p of code vector `half` (c0, c1) of
+// step s covers group s * kStepGroups + p / 16, its first (c0) or second
+// (c1) 16 weights: q4k takes the group's scale, q6k the 16-weight
+// sub-block's.
+template <CodeKind K>
+struct BlockScaleTables {
+  static constexpr int kSteps = static_cast<int>(kSuperBlock / 32 / kStepGroups);
+  uint8_t idx[kSteps][2][kL];
+  constexpr BlockScaleTables() : idx{} {
+    for (int st = 0; st < kSteps; ++st) {
+      for (int half = 0; half < 2; ++half) {
+        for (size_t p = 0; p < kL; ++p) {
+          const int group = st * kStepGroups + static_cast<int>(p / 16);
+          const int sub = K == CodeKind::kQ6k ? 2 * group + half : group;  // q6k: per 16 weights
+          idx[st][half][p] = p % 2 == 0 ? 0x80 : static_cast<uint8_t>(sub);
+        }
+      }
+    }
+  }
+};
+template <CodeKind K>
+alignas(32) constexpr BlockScaleTables<K> kBlockScales{};
+
+// acc + sum of adjacent pairs of p * s (int16 -> int32).
+HWY_INLINE VI32 ScaledWidenAdd(VI16 p, VI16 s, VI32 acc) {
+#if ORK_X86_256
+  return hn::Add(acc, VI32{_mm256_madd_epi16(p.raw, s.raw)});
+#elif ORK_X86_128
+  return hn::Add(acc, VI32{_mm_madd_epi16(p.raw, s.raw)});
+#else
+  const DI32 d32;
+  const auto p32 = hn::BitCast(d32, p), s32 = hn::BitCast(d32, s);
+  const auto even = hn::Mul(hn::ShiftRight<16>(hn::ShiftLeft<16>(p32)), hn::ShiftRight<16>(hn::ShiftLeft<16>(s32)));
+  const auto odd = hn::Mul(hn::ShiftRight<16>(p32), hn::ShiftRight<16>(s32));
+  return hn::Add(acc, hn::Add(even, odd));
+#endif
+}
+
+// A header's f16 scale: F16C's conversion where the target has it (every
+// x86 target from AVX2 up), else the portable one.
+HWY_INLINE float HeaderF16(const uint8_t* p) {
+#if ORK_X86_256
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+#else
+  return load_f16_at(p);
+#endif
+}
+
+// sum over a super-block's eight groups of m * (activation sum): the
+// eight six-bit mins against eight int16 group sums.
+HWY_INLINE int32_t MinsDot(const uint8_t* m, const int16_t* sums) {
+  const hn::Full128<int16_t> d16;
+  const hn::Full128<int32_t> d32;
+  const auto mv = hn::PromoteTo(d16, hn::LoadU(hn::Full64<uint8_t>(), m));
+  auto odd = hn::Zero(d32);
+  const auto even = hn::ReorderWidenMulAccumulate(d32, mv, hn::LoadU(d16, sums), hn::Zero(d32), odd);
+  return hn::GetLane(hn::SumOfLanes(d32, hn::Add(even, odd)));
+}
+
+template <CodeKind K>
+struct BlockCodes {
+  // q4k and q5k: a sub-scale and a min per 32 weights; iq4xs: a signed
+  // sub-scale per 32 over codebook levels; q6k: a sub-scale per 16.
+  static constexpr bool kMins = K == CodeKind::kQ4k || K == CodeKind::kQ5k;
+  static constexpr bool kSub32 = K != CodeKind::kQ6k;
+  static constexpr CodeKind kBase = K == CodeKind::kQ5k ? CodeKind::kI5 : K == CodeKind::kQ6k ? CodeKind::kI6 : CodeKind::kI4;
+  using Base = Codes<kBase>;
+  static constexpr int64_t kHeader = kMins ? kQ4kHeaderBytes : K == CodeKind::kQ6k ? kQ6kHeaderBytes : kIq4xsHeaderBytes;
+  static constexpr int64_t kScalesAt = kMins ? 4 : 2;  // within a header
+
+  // Pair sums of the step's two code vectors against their activations.
+  static HWY_INLINE void Pairs(VU8 c, VI8 a, VI16& p) {
+    if constexpr (kMins) {
+      p = PairsUnsigned(c, a);
+    } else if constexpr (K == CodeKind::kIq4xs) {
+      const auto table = hn::LoadDup128(DU8(), reinterpret_cast<const uint8_t*>(kIq4nlTable));
+      p = PairsSigned(hn::BitCast(DI8(), hn::TableLookupBytes(table, c)), a);
+    } else {
+      p = PairsSigned(hn::Sub(hn::BitCast(DI8(), c), hn::Set(DI8(), 32)), a);
+    }
+  }
+
+  // The super-block's sub-scales in every 128-bit block.
+  static HWY_INLINE VU8 ScaleSource(const uint8_t* header) {
+    const DU8 du;
+    if constexpr (kSub32) {
+      uint64_t v;
+      std::memcpy(&v, header + kScalesAt, 8);
+      return hn::BitCast(du, hn::Set(hn::Repartition<uint64_t, DU8>(), v));
+    } else {
+      return hn::LoadDup128(du, header + kScalesAt);
+    }
+  }
+
+  static HWY_INLINE VI16 StepScales(VU8 source, int st, int half) {
+    const DU8 du;
+    const auto bytes = hn::TableLookupBytesOr0(source, hn::Load(du, kBlockScales<K>.idx[st][half]));
+    return hn::ShiftRight<8>(hn::BitCast(DI16(), bytes));
+  }
+};
+
+// The block kinds' activations (ref::block_acts): each token's int8 codes
+// in act_block(kind) blocks with a scale each, and q4k's / q5k's sums of
+// each group of 32 codes.
+struct BlockActs {
+  const float* scale = nullptr;         // [token][block]
+  const int16_t* group_sums = nullptr;  // [token][group]
+  int64_t blocks = 0;                   // per token
+};
+
+template <CodeKind K, int R, int T, bool kFar = false>
+HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
+                            float* y, int64_t ldy, int64_t stride = 1) {
+  if constexpr (!kFar) stride = 1;
+  using C = BlockCodes<K>;
+  using Base = typename C::Base;
+  const DI8 di;
+  const DI32 d32;
+  const hn::Repartition<float, DI32> df;
+  const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
+  const int64_t headers_at = block_headers_offset(K, w.k);
+  const uint8_t* row0[R];
+  const uint8_t* row1[R];
+  const uint8_t* headers[R];
+  for (int r = 0; r < R; ++r) {
+    row0[r] = w.p0 + (r0 + r * stride) * b0;
+    row1[r] = w.p1 + (r0 + r * stride) * b1;
+    headers[r] = row1[r] + headers_at;
+  }
+  constexpr int64_t step0 = kPlane0StepBytes<C::kBase>, step1 = kPlane1StepBytes<C::kBase>;
+  const int64_t ahead = kFar ? 0 : std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1)));
+  const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
+  const uint8_t* next1 = w.p1 + (r0 + R * ahead) * b1;
+
+  hn::Vec<decltype(df)> facc[R][T];
+  float mins[R][T];  // q4k, q5k: sum of dmin * as * (m . group sums)
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      facc[r][t] = hn::Zero(df);
+      mins[r][t] = 0.0f;
+    }
+  }
+  constexpr int kSteps = BlockScaleTables<K>::kSteps;
+  const int64_t blocks = w.k / kSuperBlock;
+  for (int64_t b = 0; b < blocks; ++b) {
+    VI32 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(d32);
+    }
+    VU8 source[R];
+    for (int r = 0; r < R; ++r) {
+      source[r] = C::ScaleSource(headers[r] + b * C::kHeader);
+      if constexpr (kFar) hwy::Prefetch(headers[r] + b1 + b * C::kHeader);
+    }
+    for (int st = 0; st < kSteps; ++st) {
+      const int64_t at_step = b * kSteps + st;
+      const int64_t g = at_step * kStepGroups;
+      if constexpr (kFar) {
+        for (int r = 0; r < R; ++r) {
+          PrefetchSpan<step0>(row0[r] + kFarPrefetchBytes + at_step * step0);
+          if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + b1 + at_step * step1);
+        }
+      } else {
+        PrefetchSpan<R * step0>(next0 + at_step * R * step0);
+        PrefetchSpan<R * (step1 > 0 ? step1 : 8)>(next1 + at_step * R * (step1 > 0 ? step1 : 8));
+      }
+      VU8 c0[R], c1[R];
+      VI16 s0[R], s1[R];
+      for (int r = 0; r < R; ++r) {
+        Base::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
+        s0[r] = C::StepScales(source[r], st, 0);
+        s1[r] = C::kSub32 ? s0[r] : C::StepScales(source[r], st, 1);
+      }
+      const int8_t* p = panel + at_step * T * kStepBytes;
+      for (int t = 0; t < T; ++t) {
+        const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
+        for (int r = 0; r < R; ++r) {
+          VI16 q0, q1;
+          C::Pairs(c0[r], av0, q0);
+          C::Pairs(c1[r], av1, q1);
+          if constexpr (C::kMins) {
+            // One sub-scale for both halves and small unsigned codes: the
+            // two pair sums add in int16 (2 * 2 * 31 * 127 < 2^15) and
+            // widen once.
+            acc[r][t] = ScaledWidenAdd(hn::Add(q0, q1), s0[r], acc[r][t]);
+          } else {
+            acc[r][t] = ScaledWidenAdd(q1, s1[r], ScaledWidenAdd(q0, s0[r], acc[r][t]));
+          }
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* h = headers[r] + b * C::kHeader;
+      const float d = HeaderF16(h);
+      for (int t = 0; t < T; ++t) {
+        const float as = a.scale[(t0 + t) * a.blocks + b];
+        facc[r][t] = hn::MulAdd(hn::ConvertTo(df, acc[r][t]), hn::Set(df, d * as), facc[r][t]);
+        if constexpr (C::kMins) {
+          const int32_t m = MinsDot(h + 12, a.group_sums + (t0 + t) * (w.k / 32) + b * 8);
+          mins[r][t] += HeaderF16(h + 2) * as * static_cast<float>(m);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = r0 + r * stride;
+    for (int t = 0; t < T; ++t) {
+      y[(t0 + t) * ldy + row] = hn::GetLane(hn::SumOfLanes(df, facc[r][t])) - mins[r][t];
+    }
+  }
+}
+
+// The 32-weight block kinds (q80, q40, q41, q50, q51, iq4nl): an f16 d
+// (and m) per group of 32. Codes inflate as i8's, i4's or i5's do (iq4nl's
+// nibbles through its codebook, as nf4's); the offset kinds' codes less
+// their offset, signed. Each group's int32 dot goes to float and meets
+// d * (its activation block's scale) at once; q41's and q51's m meets the
+// group's activation sum. On 256-bit targets a step's lanes hold two
+// groups: in weight order (q80) each code vector is one group, in nibble
+// order each 128-bit half is.
+template <CodeKind K>
+constexpr bool kBlock32 = K == CodeKind::kQ80 || K == CodeKind::kQ40 || K == CodeKind::kQ41 || K == CodeKind::kQ50 ||
+                          K == CodeKind::kQ51 || K == CodeKind::kIq4nl;
+
+template <CodeKind K>
+struct Block32Codes {
+  static constexpr bool kWeightOrder = K == CodeKind::kQ80;
+  static constexpr bool kMins = K == CodeKind::kQ41 || K == CodeKind::kQ51;
+  static constexpr CodeKind kBase = K == CodeKind::kQ80                             ? CodeKind::kI8
+                                    : K == CodeKind::kQ50 || K == CodeKind::kQ51 ? CodeKind::kI5
+                                                                                   : CodeKind::kI4;
+  using Base = Codes<kBase>;
+  static constexpr int64_t kHeader = kMins ? 4 : 2;
+  static constexpr int kOffset = K == CodeKind::kQ40 ? 8 : K == CodeKind::kQ50 ? 16 : 0;
+
+  // The step's codes as int8 (signed kinds) or unsigned (q41, q51).
+  static HWY_INLINE void LoadStep(const uint8_t* row0, const uint8_t* row1, int64_t g, VI8& c0, VI8& c1) {
+    const DI8 di;
+    typename Base::V b0, b1;
+    Base::LoadStep(row0, row1, g, b0, b1);
+    if constexpr (K == CodeKind::kIq4nl) {
+      const auto table = hn::LoadDup128(DU8(), reinterpret_cast<const uint8_t*>(kIq4nlTable));
+      c0 = hn::BitCast(di, hn::TableLookupBytes(table, b0));
+      c1 = hn::BitCast(di, hn::TableLookupBytes(table, b1));
+    } else if constexpr (kOffset > 0) {
+      c0 = hn::Sub(hn::BitCast(di, b0), hn::Set(di, kOffset));
+      c1 = hn::Sub(hn::BitCast(di, b1), hn::Set(di, kOffset));
+    } else {
+      c0 = hn::BitCast(di, b0);
+      c1 = hn::BitCast(di, b1);
+    }
+  }
+
+  static HWY_INLINE VI16 Pairs(VI8 c, VI8 a) {
+    if constexpr (kMins) {
+      return PairsUnsigned(hn::BitCast(DU8(), c), a);
+    } else {
+      return PairsSigned(c, a);
+    }
+  }
+};
+
+template <CodeKind K, int R, int T, bool kFar = false>
+HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
+                              float* y, int64_t ldy, int64_t stride = 1) {
+  if constexpr (!kFar) stride = 1;
+  using C = Block32Codes<K>;
+  const DI8 di;
+  const DI32 d32;
+  const hn::Repartition<float, DI32> df;
+  const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
+  const int64_t headers_at = block_headers_offset(K, w.k);
+  const uint8_t* row0[R];
+  const uint8_t* row1[R];
+  const uint8_t* hd[R];
+  for (int r = 0; r < R; ++r) {
+    row0[r] = w.p0 + (r0 + r * stride) * b0;
+    row1[r] = w.p1 + (r0 + r * stride) * b1;
+    hd[r] = row1[r] + headers_at;
+  }
+  constexpr int64_t step0 = kPlane0StepBytes<C::kBase>, step1 = kPlane1StepBytes<C::kBase>;
+  const int64_t ahead = kFar ? 0 : std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1)));
+  const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
+  hn::Vec<decltype(df)> facc[R][T];
+  float mins[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      facc[r][t] = hn::Zero(df);
+      mins[r][t] = 0.0f;
+    }
+  }
+  // d * (activation block scale) of group g for token t, row r.
+  auto scale_of = [&](int r, int t, int64_t g) HWY_ATTR {
+    return HeaderF16(hd[r] + g * C::kHeader) * a.scale[(t0 + t) * a.blocks + g];
+  };
+  auto add_mins = [&](int r, int t, int64_t g) HWY_ATTR {
+    if constexpr (C::kMins) {
+      const int64_t at = (t0 + t) * a.blocks + g;
+      mins[r][t] += HeaderF16(hd[r] + g * C::kHeader + 2) * a.scale[at] * static_cast<float>(a.group_sums[at]);
+    }
+  };
+  const int64_t groups = w.k / 32, steps = groups / kStepGroups;
+  for (int64_t st = 0; st < steps; ++st) {
+    const int64_t g = st * kStepGroups;
+    if constexpr (kFar) {
+      for (int r = 0; r < R; ++r) {
+        PrefetchSpan<step0>(row0[r] + kFarPrefetchBytes + st * step0);
+        if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + b1 + st * step1);
+        if (st % 16 == 0) hwy::Prefetch(hd[r] + b1 + g * C::kHeader);
+      }
+    } else {
+      PrefetchSpan<R * step0>(next0 + st * R * step0);
+    }
+    VI8 c0[R], c1[R];
+    for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
+    const int8_t* p = panel + st * T * kStepBytes;
+    for (int t = 0; t < T; ++t) {
+      const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
+      for (int r = 0; r < R; ++r) {
+        const VI32 v0 = WidenAdd(C::Pairs(c0[r], av0), hn::Zero(d32));
+        const VI32 v1 = WidenAdd(C::Pairs(c1[r], av1), hn::Zero(d32));
+        if constexpr (kStepGroups == 1) {
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, hn::Add(v0, v1)), hn::Set(df, scale_of(r, t, g)), facc[r][t]);
+        } else if constexpr (C::kWeightOrder) {
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v1), hn::Set(df, scale_of(r, t, g + 1)),
+                                  hn::MulAdd(hn::ConvertTo(df, v0), hn::Set(df, scale_of(r, t, g)), facc[r][t]));
+        } else {
+          const hn::Half<decltype(df)> dh;
+          const auto sv = hn::Combine(df, hn::Set(dh, scale_of(r, t, g + 1)), hn::Set(dh, scale_of(r, t, g)));
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, hn::Add(v0, v1)), sv, facc[r][t]);
+        }
+        for (int i = 0; i < kStepGroups; ++i) add_mins(r, t, g + i);
+      }
+    }
+  }
+  if constexpr (kStepGroups == 2) {
+    if (steps * 2 < groups) {  // the odd group, in weight order
+      const int64_t g = steps * 2;
+      for (int r = 0; r < R; ++r) {
+        VI8 c;
+        if constexpr (C::kWeightOrder) {
+          c = C::Base::LoadGroup(row0[r], row1[r], g);
+        } else {
+          // Inflate through LoadStep's path on a copy of the group padded to a step.
+          alignas(32) uint8_t n0[2 * kStepBytes] = {}, n1[64] = {};
+          std::memcpy(n0, row0[r] + g * 16, 16);
+          if constexpr (step1 > 0) std::memcpy(n1, row1[r] + g * 4, 4);
+          VI8 lo, hi;
+          C::LoadStep(n0, n1, 0, lo, hi);
+          // Weight order of group g: its low-nibble lanes 0..15 then high 0..15.
+          alignas(32) int8_t tmp0[kL], tmp1[kL], ordered[32];
+          hn::Store(lo, di, tmp0);
+          hn::Store(hi, di, tmp1);
+          std::memcpy(ordered, tmp0, 16);
+          std::memcpy(ordered + 16, tmp1, 16);
+          c = hn::LoadU(di, ordered);
+        }
+        for (int t = 0; t < T; ++t) {
+          const VI8 av = hn::LoadU(di, panel + steps * T * kStepBytes + t * 32);
+          const auto dv = hn::Set(df, scale_of(r, t, g));
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, WidenAdd(C::Pairs(c, av), hn::Zero(d32))), dv, facc[r][t]);
+          add_mins(r, t, g);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = r0 + r * stride;
+    for (int t = 0; t < T; ++t) {
+      y[(t0 + t) * ldy + row] = hn::GetLane(hn::SumOfLanes(df, facc[r][t])) + mins[r][t];
+    }
+  }
+}
+
+// One tile of a block kind.
+template <CodeKind K, int R, int T, bool kFar = false>
+HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
+                             int64_t ldy, int64_t stride = 1) {
+  if constexpr (kBlock32<K>) {
+    Block32Tile<K, R, T, kFar>(w, a, panel, r0, t0, y, ldy, stride);
+  } else {
+    BlockTile<K, R, T, kFar>(w, a, panel, r0, t0, y, ldy, stride);
+  }
+}
+
+// Every token's activation sum over each group of 32 (q4k's and q5k's
+// mins), as int16 (at most 32 * 127).
+void GroupSums(const int8_t* codes, int n, int64_t k, std::vector<int16_t>& out) {
+  const int64_t groups = k / 32;
+  out.resize(static_cast<size_t>(n * groups));
+  const hn::CappedTag<int8_t, 8> d8;
+  const hn::Rebind<int16_t, decltype(d8)> d16;
+  for (int t = 0; t < n; ++t) {
+    const int8_t* q = codes + t * k;
+    for (int64_t g = 0; g < groups; ++g) {
+      auto acc = hn::Zero(d16);
+      for (size_t j = 0; j < 32; j += hn::Lanes(d8)) acc = hn::Add(acc, hn::PromoteTo(d16, hn::LoadU(d8, q + g * 32 + j)));
+      out[static_cast<size_t>(t * groups + g)] = static_cast<int16_t>(hn::GetLane(hn::SumOfLanes(d16, acc)));
+    }
+  }
+}
+
+// As MatmulKind and MatmulPrefill: decode reads two far streams per
+// thread; batches go in chunks of tokens kept in L2, tiles of 4, 2 and 1
+// tokens over blocks of rows kept in L2 (the block tile keeps twice the
+// accumulators of Tile, so 8 tokens would spill on AVX2).
+template <CodeKind K>
+void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64_t ldy, int64_t row_begin,
+                     int64_t row_end) {
+  constexpr bool kNibbleOrder = K != CodeKind::kQ80;
+  constexpr bool kMins = K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ41 || K == CodeKind::kQ51;
+  thread_local std::vector<int8_t> scratch, codes;
+  thread_local std::vector<int16_t> sums;
+  thread_local std::vector<int32_t> block_sums;
+  thread_local std::vector<float> scales;
+  const int64_t block = act_block(K), nb = in.k / block;
+  scales.resize(static_cast<size_t>(in.n * nb));
+  const int8_t* q = in.q;
+  if (in.f32 != nullptr) {
+    codes.resize(static_cast<size_t>(in.n * in.k));
+    block_sums.resize(scales.size());
+    QuantizeActs(in.f32, static_cast<int>(in.n * nb), block, codes.data(), scales.data(), block_sums.data());
+    q = codes.data();
+  } else {
+    for (int t = 0; t < in.n; ++t) std::fill_n(&scales[static_cast<size_t>(t * nb)], nb, in.scale[t]);
+  }
+  if constexpr (kMins) GroupSums(q, in.n, in.k, sums);
+  const BlockActs acts{scales.data(), sums.data(), nb};
+  QuantActs a = in;  // the codes the tiles read
+  a.q = q;
+  if (a.n == 1) {
+    int8_t* const panel = PanelScratch(scratch, a.k);
+    PanelActs<kNibbleOrder>(a.q, 1, a.k, panel);
+    const int64_t half = (row_end - row_begin) / 2;
+    for (int64_t r = row_begin; r < row_begin + half; ++r) {
+      AnyBlockTile<K, 2, 1, true>(w, acts, panel, r, 0, y, ldy, half);
+    }
+    if ((row_end - row_begin) % 2 == 1) AnyBlockTile<K, 1, 1>(w, acts, panel, row_end - 1, 0, y, ldy);
+    return;
+  }
+  const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / a.k / 4 * 4, 4, 256));
+  const int64_t row_bytes = plane0_row_bytes(K, w.k) + plane1_row_bytes(K, w.k);
+  const int64_t row_block = std::max<int64_t>(4, (int64_t{128} << 10) / row_bytes);
+  int8_t* const panels = PanelScratch(scratch, std::min(chunk, a.n) * a.k);
+  for (int c0 = 0; c0 < a.n; c0 += chunk) {
+    const int c1 = std::min(a.n, c0 + chunk);
+    const int t4 = c0 + (c1 - c0) / 4 * 4, t2 = t4 + (c1 - t4) / 2 * 2;
+    auto tile_size = [&](int t) { return t < t4 ? 4 : t < t2 ? 2 : 1; };
+    for (int t = c0; t < c1; t += tile_size(t)) {
+      PanelActs<kNibbleOrder>(a.q + t * a.k, tile_size(t), a.k, panels + (t - c0) * a.k);
+    }
+    for (int64_t rb = row_begin; rb < row_end; rb += row_block) {
+      const int64_t re = std::min(row_end, rb + row_block);
+      for (int t = c0; t < c1; t += tile_size(t)) {
+        const int8_t* panel = panels + (t - c0) * a.k;
+        switch (tile_size(t)) {
+          case 4:
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 4>(w, acts, panel, r, t, y, ldy);
+            break;
+          case 2:
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 2>(w, acts, panel, r, t, y, ldy);
+            break;
+          default:
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 1>(w, acts, panel, r, t, y, ldy);
+        }
+      }
+    }
+  }
+}
+
+#endif  // ORK_KERNELS_CPU_BLOCK_MATMUL_INL_H_
