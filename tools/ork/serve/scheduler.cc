@@ -148,6 +148,20 @@ void Scheduler::finish(Slot& s, const std::string& reason, const std::string& er
   s.job = nullptr;
   const Clock::time_point now = Clock::now();
   const bool started = !s.prefilling;
+  const double prompt_ms = ms_between(s.t_start, started ? s.t_first : now);
+  const double predicted_ms = started ? ms_between(s.t_first, now) : 0;
+  // The counters are settled before the client is woken: a client that
+  // reads /metrics right after its answer sees its own request in them.
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    --metrics_.busy_slots;
+    metrics_.cancelled += reason == "cancelled";
+    metrics_.errors += !error.empty();
+    metrics_.prompt_tokens += static_cast<uint64_t>(job->prompt_tokens - job->prompt_cached);
+    metrics_.predicted_tokens += static_cast<uint64_t>(s.generated);
+    metrics_.prompt_seconds += prompt_ms / 1e3;
+    metrics_.predicted_seconds += predicted_ms / 1e3;
+  }
   {
     std::lock_guard<std::mutex> jl(job->mu);
     if (error.empty() && reason != "cancelled") {
@@ -157,19 +171,11 @@ void Scheduler::finish(Slot& s, const std::string& reason, const std::string& er
     job->finish_reason = reason == "cancelled" ? "" : reason;
     job->error = error;
     job->completion_tokens = s.generated;
-    job->prompt_ms = ms_between(s.t_start, started ? s.t_first : now);
-    job->predicted_ms = started ? ms_between(s.t_first, now) : 0;
+    job->prompt_ms = prompt_ms;
+    job->predicted_ms = predicted_ms;
     job->done = true;
   }
   job->cv.notify_all();
-  std::lock_guard<std::mutex> lk(mu_);
-  --metrics_.busy_slots;
-  metrics_.cancelled += reason == "cancelled";
-  metrics_.errors += !error.empty();
-  metrics_.prompt_tokens += static_cast<uint64_t>(job->prompt_tokens - job->prompt_cached);
-  metrics_.predicted_tokens += static_cast<uint64_t>(s.generated);
-  metrics_.prompt_seconds += job->prompt_ms / 1e3;
-  metrics_.predicted_seconds += job->predicted_ms / 1e3;
 }
 
 // One batch: each decoding slot's token and chunks of new prompts (up to
