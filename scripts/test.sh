@@ -38,7 +38,7 @@ cmake --preset arm64 >/dev/null
 cmake --build --preset arm64 -j "$JOBS"
 ctest --preset arm64 -j "$JOBS"
 
-FUZZ_TARGETS="gguf orkpack tokenizer tier_map imatrix chat_template server_request"
+FUZZ_TARGETS="gguf orkpack tokenizer tier_map imatrix chat_template server_request blocks"
 echo "== fuzzing every reader of user input (${FUZZ_TARGETS}) for ${ORK_FUZZ_SECONDS:-20}s each"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$JOBS" --target $(for t in $FUZZ_TARGETS; do printf '%s_fuzz ' "$t"; done)

@@ -21,6 +21,7 @@
 //   kQ4k   w = d * sc[j / 32] * nibble - dmin * m[j / 32]
 //   kQ5k   w = d * sc[j / 32] * five-bit code - dmin * m[j / 32]
 //   kQ6k   w = d * sc[j / 16] * (six-bit code - 32)
+//   kQ3k   w = d * sc[j / 16] * (three-bit code - 4)
 //   kQ80   w = d * int8 code                  (d per 32 weights, as below)
 //   kQ40   w = d * (nibble - 8)
 //   kQ41   w = d * nibble + m
@@ -43,7 +44,7 @@
 
 namespace ork {
 
-enum class CodeKind { kI4, kNf4, kI5, kI6, kI8, kI8s, kQ4k, kQ6k, kQ5k, kQ80, kQ40, kQ41, kQ50, kQ51, kIq4nl, kIq4xs };
+enum class CodeKind { kI4, kNf4, kI5, kI6, kI8, kI8s, kQ4k, kQ6k, kQ5k, kQ80, kQ40, kQ41, kQ50, kQ51, kIq4nl, kIq4xs, kQ3k };
 
 // The block kinds: the carried tiers (quant/tier.h), one kind each.
 inline bool block_kind(CodeKind kind) { return static_cast<int>(kind) >= static_cast<int>(CodeKind::kQ4k); }
@@ -59,6 +60,7 @@ inline Tier block_tier(CodeKind kind) {
     case CodeKind::kQ51: return Tier::kQ51;
     case CodeKind::kIq4nl: return Tier::kIq4nl;
     case CodeKind::kIq4xs: return Tier::kIq4xs;
+    case CodeKind::kQ3k: return Tier::kQ3k;
     default: return Tier::kF32;
   }
 }
@@ -85,7 +87,8 @@ struct QuantWeights {
 // Bytes per row of each plane of a kind (the block kinds' layouts:
 // quant/tier.h, CarriedLayout).
 inline int64_t plane0_row_bytes(CodeKind kind, int64_t k) {
-  return kind == CodeKind::kI8 || kind == CodeKind::kQ80 ? k : k / 2;
+  if (block_kind(kind)) return carried_code_bytes(block_tier(kind), k);
+  return kind == CodeKind::kI8 ? k : k / 2;
 }
 inline int64_t plane1_row_bytes(CodeKind kind, int64_t k) {
   switch (kind) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "quant/planes.h"
 
 namespace ork {
 namespace {
@@ -10,6 +11,7 @@ constexpr int64_t kQ4kSourceBytes = 144;  // d, dmin, scales[12], qs[128]
 constexpr int64_t kQ6kSourceBytes = 210;  // ql[128], qh[64], scales[16], d
 constexpr int64_t kQ5kSourceBytes = 176;  // d, dmin, scales[12], qh[32], qs[128]
 constexpr int64_t kIq4xsSourceBytes = 136;  // d, scales_h, scales_l[4], qs[128]
+constexpr int64_t kQ3kSourceBytes = 110;    // hmask[32], qs[64], scales[12], d
 
 // Q4_K's eight (scale, min) pairs, 6 bits each, packed in 12 bytes.
 void unpack_scale_min(const uint8_t* q, int j, uint8_t* sc, uint8_t* m) {
@@ -26,7 +28,7 @@ void unpack_scale_min(const uint8_t* q, int j, uint8_t* sc, uint8_t* m) {
 // group g (32 weights) is the low (g even) or high (g odd) nibbles of
 // qs[32 (g / 2) .. + 32], in weight order; ork's group keeps weight j in
 // the low and j + 16 in the high nibble of its byte j.
-void carry_q4k_block(const uint8_t* b, uint8_t* codes, uint8_t* header) {
+void carry_q4k_block(const uint8_t* b, uint8_t* codes, uint8_t* /*bits*/, uint8_t* header) {
   std::memcpy(header, b, 4);  // d, dmin: the same f16 bits
   for (int g = 0; g < 8; ++g) unpack_scale_min(b + 4, g, header + 4 + g, header + 12 + g);
   const uint8_t* qs = b + 16;
@@ -66,7 +68,7 @@ void carry_q5k_block(const uint8_t* b, uint8_t* nibbles, uint8_t* bits, uint8_t*
 // g's six-bit scale is ls = low nibble g of scales_l | 2 bits g of
 // scales_h << 4, applied as ls - 32; its 16 bytes of nibbles are ork's
 // group layout already.
-void carry_iq4xs_block(const uint8_t* b, uint8_t* codes, uint8_t* header) {
+void carry_iq4xs_block(const uint8_t* b, uint8_t* codes, uint8_t* /*bits*/, uint8_t* header) {
   std::memcpy(header, b, 2);
   uint16_t scales_h;
   std::memcpy(&scales_h, b + 2, 2);
@@ -108,6 +110,50 @@ void carry_q6k_block(const uint8_t* b, uint8_t* nibbles, uint8_t* bits, uint8_t*
   }
 }
 
+// One Q3_K super-block: weight 128 n + 32 j + l has its low two bits at
+// 2j in qs[32 n + l] and its third in bit 4n + j of hmask[l]; the sixteen
+// six-bit sub-scales are packed in 12 bytes (low nibbles in bytes 0..7,
+// top two bits in 8..11) and applied as sc - 32. The codes go to ork's
+// step-ordered 2-bit plane and its bit plane (quant/tier.h).
+void carry_q3k_block(const uint8_t* b, uint8_t* low, uint8_t* bits, uint8_t* header) {
+  const uint8_t* hm = b;
+  const uint8_t* qs = b + 32;
+  const uint8_t* sc = b + 96;
+  std::memcpy(header, b + 108, 2);  // d
+  for (int i = 0; i < 16; ++i) {
+    const int lo = (sc[i % 8] >> (4 * (i / 8))) & 0xF;
+    const int hi = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+    header[2 + i] = static_cast<uint8_t>(static_cast<int8_t>((lo | (hi << 4)) - 32));
+  }
+  std::memset(low, 0, kSuperBlock / 4);
+  std::memset(bits, 0, kSuperBlock / 8);
+  for (int n = 0; n < 2; ++n) {
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) {
+        const int w = 128 * n + 32 * j + l;
+        planes::set_q3k_low(low, w, static_cast<uint8_t>((qs[32 * n + l] >> (2 * j)) & 3));
+        planes::set_bits(bits, w, 1, static_cast<uint8_t>((hm[l] >> (4 * n + j)) & 1));
+      }
+    }
+  }
+}
+
+// The super-block types: bytes per source block and its carrier.
+struct SuperBlockSource {
+  int64_t bytes = 0;
+  void (*carry)(const uint8_t* block, uint8_t* codes, uint8_t* bits, uint8_t* header) = nullptr;
+};
+SuperBlockSource super_block_source(Tier tier) {
+  switch (tier) {
+    case Tier::kQ3k: return {kQ3kSourceBytes, carry_q3k_block};
+    case Tier::kQ4k: return {kQ4kSourceBytes, carry_q4k_block};
+    case Tier::kQ5k: return {kQ5kSourceBytes, carry_q5k_block};
+    case Tier::kQ6k: return {kQ6kSourceBytes, carry_q6k_block};
+    case Tier::kIq4xs: return {kIq4xsSourceBytes, carry_iq4xs_block};
+    default: return {};
+  }
+}
+
 // The 32-weight blocks: bytes per block, and where d, m, the fifth bits
 // and the nibbles (or int8 codes) sit in one (-1: absent).
 struct Block32Source {
@@ -146,10 +192,27 @@ void carry_block32(Tier tier, const uint8_t* b, uint8_t* codes, uint8_t* bits, u
   std::memcpy(header, b, 2);
   if (src.m_at >= 0) std::memcpy(header + 2, b + src.m_at, 2);
   if (src.qh_at >= 0) std::memcpy(bits, b + src.qh_at, 4);
-  std::memcpy(codes, b + src.qs_at, l.int8_codes ? 32 : 16);
+  std::memcpy(codes, b + src.qs_at, l.code_bits * 4);
 }
 
 }  // namespace
+
+GgmlType carried_source(Tier tier) {
+  switch (tier) {
+    case Tier::kQ3k: return GgmlType::kQ3_K;
+    case Tier::kQ4k: return GgmlType::kQ4_K;
+    case Tier::kQ5k: return GgmlType::kQ5_K;
+    case Tier::kQ6k: return GgmlType::kQ6_K;
+    case Tier::kQ80: return GgmlType::kQ8_0;
+    case Tier::kQ40: return GgmlType::kQ4_0;
+    case Tier::kQ41: return GgmlType::kQ4_1;
+    case Tier::kQ50: return GgmlType::kQ5_0;
+    case Tier::kQ51: return GgmlType::kQ5_1;
+    case Tier::kIq4nl: return GgmlType::kIQ4_NL;
+    case Tier::kIq4xs: return GgmlType::kIQ4_XS;
+    default: return GgmlType::kF32;
+  }
+}
 
 bool quantized_source(const GgufFile& gguf) {
   for (const GgufTensorInfo& t : gguf.tensors()) {
@@ -168,6 +231,7 @@ std::optional<Tier> carrier_tier(GgmlType type, int64_t k) {
   if (type == GgmlType::kQ6_K) return Tier::kQ6k;
   if (type == GgmlType::kQ5_K) return Tier::kQ5k;
   if (type == GgmlType::kIQ4_XS) return Tier::kIq4xs;
+  if (type == GgmlType::kQ3_K) return Tier::kQ3k;
   return std::nullopt;
 }
 
@@ -179,38 +243,19 @@ Status carry_rows(GgmlType type, const uint8_t* src, int64_t rows, int64_t k, ui
   // Every byte of `data` is written below (codes, high bits, headers): no
   // clearing first, which on fresh pages costs as much as the carrying.
   const int64_t blocks = k / kSuperBlock;
-  const int64_t b0 = carried_layout(*tier).int8_codes ? k : k / 2;
+  const int64_t b0 = carried_code_bytes(*tier, k);
   uint8_t* plane1 = data + b0 * rows;
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* codes = data + b0 * r;
     if (scales != nullptr) scales[r] = 1.0f;
-    if (*tier == Tier::kQ4k) {
-      const uint8_t* row = src + r * blocks * kQ4kSourceBytes;
-      uint8_t* headers = plane1 + r * blocks * kQ4kHeaderBytes;
+    if (const SuperBlockSource sb = super_block_source(*tier); sb.carry != nullptr) {
+      const CarriedLayout l = carried_layout(*tier);
+      const uint8_t* row = src + r * blocks * sb.bytes;
+      uint8_t* bits = plane1 + r * (k * l.high_bits / 8 + blocks * l.header_bytes);
+      uint8_t* headers = bits + k * l.high_bits / 8;
       for (int64_t b = 0; b < blocks; ++b) {
-        carry_q4k_block(row + b * kQ4kSourceBytes, codes + b * kSuperBlock / 2, headers + b * kQ4kHeaderBytes);
-      }
-    } else if (*tier == Tier::kQ5k) {
-      const uint8_t* row = src + r * blocks * kQ5kSourceBytes;
-      uint8_t* bits = plane1 + r * (k / 8 + blocks * kQ4kHeaderBytes);
-      uint8_t* headers = bits + k / 8;
-      for (int64_t b = 0; b < blocks; ++b) {
-        carry_q5k_block(row + b * kQ5kSourceBytes, codes + b * kSuperBlock / 2, bits + b * kSuperBlock / 8,
-                        headers + b * kQ4kHeaderBytes);
-      }
-    } else if (*tier == Tier::kIq4xs) {
-      const uint8_t* row = src + r * blocks * kIq4xsSourceBytes;
-      uint8_t* headers = plane1 + r * blocks * kIq4xsHeaderBytes;
-      for (int64_t b = 0; b < blocks; ++b) {
-        carry_iq4xs_block(row + b * kIq4xsSourceBytes, codes + b * kSuperBlock / 2, headers + b * kIq4xsHeaderBytes);
-      }
-    } else if (*tier == Tier::kQ6k) {
-      const uint8_t* row = src + r * blocks * kQ6kSourceBytes;
-      uint8_t* bits = plane1 + r * (k / 4 + blocks * kQ6kHeaderBytes);
-      uint8_t* headers = bits + k / 4;
-      for (int64_t b = 0; b < blocks; ++b) {
-        carry_q6k_block(row + b * kQ6kSourceBytes, codes + b * kSuperBlock / 2, bits + b * kSuperBlock / 4,
-                        headers + b * kQ6kHeaderBytes);
+        sb.carry(row + b * sb.bytes, codes + b * kSuperBlock * l.code_bits / 8, bits + b * kSuperBlock * l.high_bits / 8,
+                 headers + b * l.header_bytes);
       }
     } else {
       const Block32Source bs = block32_source(*tier);
@@ -220,7 +265,7 @@ Status carry_rows(GgmlType type, const uint8_t* src, int64_t rows, int64_t k, ui
       uint8_t* bits = plane1 + r * (k * l.high_bits / 8 + n * l.header_bytes);
       uint8_t* headers = bits + k * l.high_bits / 8;
       for (int64_t b = 0; b < n; ++b) {
-        carry_block32(*tier, row + b * bs.bytes, codes + b * (l.int8_codes ? 32 : 16), bits + b * 4,
+        carry_block32(*tier, row + b * bs.bytes, codes + b * l.code_bits * 4, bits + b * 4,
                       headers + b * l.header_bytes);
       }
     }

@@ -443,11 +443,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
             return error(StatusCode::kInvalidArgument,
                          "{}: tensor '{}' is {}, but tier {} only carries {} tensors of whole {}-weight blocks",
                          o.input, escape_text(t.name), ggml_type_name(t.type), tier_name(*fixed),
-                         *fixed == Tier::kQ4k   ? "Q4_K"
-                         : *fixed == Tier::kQ5k ? "Q5_K"
-                         : *fixed == Tier::kQ6k ? "Q6_K"
-                                                : "Q8_0",
-                         carried_block(*fixed));
+                         ggml_type_name(carried_source(*fixed)), carried_block(*fixed));
           }
           carried = fixed;
         }

@@ -31,4 +31,27 @@ inline void set_bits(uint8_t* row, int64_t e, int bits, uint8_t v) {
   b = static_cast<uint8_t>((b & ~mask) | ((v << shift) & mask));
 }
 
+// q3k's 2-bit code plane (quant/tier.h, CarriedLayout): weight e's byte
+// and shift within its 64-weight step of 16 bytes.
+inline void q3k_position(int64_t e, int64_t* byte, int* shift) {
+  const int64_t in_step = e % 64;
+  const int64_t group = in_step / 32, half = (in_step % 32) / 16;
+  *byte = (e / 64) * 16 + in_step % 16;
+  *shift = static_cast<int>(2 * (group + 2 * half));
+}
+
+inline uint8_t get_q3k_low(const uint8_t* row, int64_t e) {
+  int64_t byte;
+  int shift;
+  q3k_position(e, &byte, &shift);
+  return static_cast<uint8_t>((row[byte] >> shift) & 3);
+}
+
+inline void set_q3k_low(uint8_t* row, int64_t e, uint8_t v) {
+  int64_t byte;
+  int shift;
+  q3k_position(e, &byte, &shift);
+  row[byte] = static_cast<uint8_t>((row[byte] & ~(3 << shift)) | ((v & 3) << shift));
+}
+
 }  // namespace ork::planes

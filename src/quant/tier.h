@@ -31,8 +31,9 @@ enum class Tier : uint32_t {
   kQ51 = 16, // Q5_1, carried; CPU only
   kIq4nl = 17, // IQ4_NL, carried; CPU only
   kIq4xs = 18, // IQ4_XS, carried; CPU only
+  kQ3k = 19,  // Q3_K, carried; CPU only
 };
-inline constexpr uint32_t kTierCount = 19;
+inline constexpr uint32_t kTierCount = 20;
 
 struct TierInfo {
   Tier tier;
@@ -59,23 +60,28 @@ inline bool float_tier(Tier tier) { return tier == Tier::kF32 || tier == Tier::k
 inline bool carried_tier(Tier tier) { return static_cast<uint32_t>(tier) >= static_cast<uint32_t>(Tier::kQ4k); }
 
 // A carried tier's row: plane 0 holds the codes - a nibble plane as i4's
-// (the low four bits), or int8 bytes as i8's (q80) - and plane 1 the
-// high bits (a bit plane as i5's, or a 2-bit plane as i6's) followed by one
-// header per block:
+// (the low four bits), int8 bytes as i8's (q80), or q3k's 2-bit plane
+// (below) - and plane 1 the high bits (a bit plane as i5's, or a 2-bit
+// plane as i6's) followed by one header per block:
 //   q4k, q5k      256  f16 d, f16 dmin, uint8 sc[8], uint8 m[8]  (sc, m < 64)
 //   q6k           256  f16 d, int8 sc[16]
+//   q3k           256  f16 d, int8 sc[16]                         (sc in -32..31)
 //   iq4xs         256  f16 d, int8 sc[8]                          (sc in -32..31)
 //   q80, q40, q50  32  f16 d
 //   q41, q51       32  f16 d, f16 m
 //   iq4nl          32  f16 d
 // Codes are stored unsigned as the source's are (q4k 0..15, q5k 0..31,
-// q6k 0..63, q40 0..15, q50 0..31, iq4nl and iq4xs a codebook index), q80
-// as int8.
+// q6k 0..63, q3k 0..7, q40 0..15, q50 0..31, iq4nl and iq4xs a codebook
+// index), q80 as int8. q3k's low two bits are laid out for the SIMD
+// kernels' steps: each 64 weights (two groups g, g + 1) take 16 bytes, and
+// bits 2s, 2s + 1 of byte j hold weight j of group g (s = 0), j of g + 1
+// (s = 1), 16 + j of g (s = 2) and 16 + j of g + 1 (s = 3); its third bit is
+// in the bit plane.
 struct CarriedLayout {
   int64_t block = 0;         // weights per header
   int64_t header_bytes = 0;  // per block
-  int high_bits = 0;         // above the nibble: 0, 1 or 2
-  bool int8_codes = false;   // q80
+  int high_bits = 0;         // in plane 1, above plane 0's: 0, 1 or 2
+  int code_bits = 4;         // per weight in plane 0: 4, 8 (q80) or 2 (q3k)
 };
 CarriedLayout carried_layout(Tier tier);
 inline constexpr int64_t kSuperBlock = 256;
@@ -84,6 +90,8 @@ inline constexpr int64_t kQ6kHeaderBytes = 18;
 inline constexpr int64_t kIq4xsHeaderBytes = 10;
 // The block a carried tier's header covers.
 inline int64_t carried_block(Tier tier) { return carried_layout(tier).block; }
+// Bytes of a carried row's plane 0.
+inline int64_t carried_code_bytes(Tier tier, int64_t k) { return k * carried_layout(tier).code_bits / 8; }
 // Where a carried row's headers start within its plane-1 bytes.
 inline int64_t carried_headers_offset(Tier tier, int64_t k) { return k * carried_layout(tier).high_bits / 8; }
 

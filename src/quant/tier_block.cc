@@ -1,5 +1,5 @@
 // Carried rows as floats: the dequantization llama.cpp applies to the
-// Q4_K, Q5_K, Q6_K and Q8_0 blocks they carry, operation for operation (so
+// blocks they carry (Q3_K to Q6_K, the 32-weight types, IQ4_XS), operation for operation (so
 // a carried row reads back bit for bit what the GGUF's own dequantizer
 // gives).
 #include "format/gguf/dequant.h"
@@ -85,6 +85,18 @@ void dequantize_q6k_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
     for (int64_t l = 0; l < kSuperBlock; ++l) {
       const int64_t j = b * kSuperBlock + l;
       const int q = (planes::get_nibble(in.p0, j) | (planes::get_bits(in.p1, j, 2) << 4)) - 32;
+      out[j] = scale * (h.d * static_cast<float>(h.sc[l / 16]) * static_cast<float>(q));
+    }
+  }
+}
+
+void dequantize_q3k_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
+  const uint8_t* headers = in.p1 + carried_headers_offset(Tier::kQ3k, k);
+  for (int64_t b = 0; b < k / kSuperBlock; ++b) {
+    const Q6kHeader h = q6k_header(headers, b);  // the same d, int8 sc[16]
+    for (int64_t l = 0; l < kSuperBlock; ++l) {
+      const int64_t j = b * kSuperBlock + l;
+      const int q = (planes::get_q3k_low(in.p0, j) | (planes::get_bits(in.p1, j, 1) << 2)) - 4;
       out[j] = scale * (h.d * static_cast<float>(h.sc[l / 16]) * static_cast<float>(q));
     }
   }

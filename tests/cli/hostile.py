@@ -40,6 +40,7 @@ MODELS = {
     "s260": "models/stories260K-f32.gguf",
     "ts656": "models/tinystories656K-f32.gguf",
     "sotu": "models/sotu-moe-f32.gguf",
+    "q3ks": "fixtures/quant/model-Q3_K_S.gguf",
 }
 
 
@@ -121,8 +122,8 @@ def rename_tensor_byte(path, tensor, i, byte):
     open(path, "wb").write(data)
 
 
-def orkpack_poison_scale(path, tensor, value):
-    data = bytearray(open(path, "rb").read())
+def _orkpack_entries(data):
+    """Yields (name, tier, dims, data_offset, scales_offset, scales_size) of every directory entry, offsets absolute."""
     dir_off, _, data_off = struct.unpack_from("<QQQ", data, 32)
     pos = dir_off
     (count,) = struct.unpack_from("<Q", data, pos)
@@ -131,13 +132,36 @@ def orkpack_poison_scale(path, tensor, value):
         (nlen,) = struct.unpack_from("<Q", data, pos)
         name = data[pos + 8:pos + 8 + nlen].decode()
         pos += 8 + nlen
-        _tier, _layout, nd = struct.unpack_from("<III", data, pos)
+        tier, _layout, nd = struct.unpack_from("<III", data, pos)
+        dims = struct.unpack_from("<%dQ" % nd, data, pos + 12)
         pos += 12 + 8 * nd + 8 + 8
-        _doff, _dsize, soff, ssize = struct.unpack_from("<QQQQ", data, pos)
+        doff, _dsize, soff, ssize = struct.unpack_from("<QQQQ", data, pos)
         pos += 32 + 4
+        yield name, tier, dims, data_off + doff, data_off + soff, ssize
+
+
+def orkpack_poison_scale(path, tensor, value):
+    data = bytearray(open(path, "rb").read())
+    for name, _tier, _dims, _at, scales_at, ssize in _orkpack_entries(data):
         if name == tensor:
             assert ssize > 0
-            struct.pack_into("<f", data, data_off + soff, value)
+            struct.pack_into("<f", data, scales_at, value)
+            open(path, "wb").write(data)
+            return
+    raise KeyError(tensor)
+
+
+def orkpack_poison_q3k_subscale(path, tensor, value):
+    """Sets the first sub-scale of row 0's first q3k header (after the row's bit plane)."""
+    data = bytearray(open(path, "rb").read())
+    for name, tier, dims, at, _scales_at, _ssize in _orkpack_entries(data):
+        if name == tensor:
+            assert tier == 19, (tensor, tier)  # q3k
+            k = dims[0]
+            rows = 1
+            for n in dims[1:]:
+                rows *= n
+            struct.pack_into("<b", data, at + rows * k // 4 + k // 8 + 2, value)
             open(path, "wb").write(data)
             return
     raise KeyError(tensor)
@@ -195,6 +219,15 @@ def make_poisoned_pack(name, tier, tensor, value):
     return make
 
 
+def make_q3k_bad_subscale(d, ork):
+    p = os.path.join(d, "q3k_bad.orkpack")
+    run_ork(["pack", "q3ks.gguf", "-o", p], ork, d)
+    if os.path.exists(p + ".tiers"):
+        os.remove(p + ".tiers")
+    orkpack_poison_q3k_subscale(p, "blk.0.ffn_down.weight", 40)
+    return p
+
+
 def make_s260_imatrix(d, ork):
     p = os.path.join(d, "s260.imatrix")
     with open(os.path.join(d, "calib.txt"), "w") as f:
@@ -229,6 +262,7 @@ MAKERS = {
     "nan_scale_pack": make_poisoned_pack("nan_scale.orkpack", "i8", "blk.3.ffn_up.weight", float("nan")),
     "inf_scale_pack": make_poisoned_pack("inf_scale.orkpack", "i4", "blk.0.attn_k.weight", float("-inf")),
     "s260_imatrix": make_s260_imatrix,
+    "q3k_bad_subscale_pack": make_q3k_bad_subscale,
     "text": make_text,
     "unknown_tiers": make_tiers("unknown.tiers", "blk.0.attn_q.weight = i8\nblk.0.attn_qq.weight = i4\n"),
     "duplicate_tiers": make_tiers("duplicate.tiers", "blk.0.attn_q.weight = i8\n\nblk.0.attn_q.weight = i4\n"),
@@ -242,6 +276,10 @@ MAKERS = {
     "tmpl_deep": make_tiers("deep.jinja", "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}"),
     "tmpl_raise": make_tiers("raise.jinja", "{{ raise_exception('Conversation roles must alternate') }}"),
 }
+
+
+# The models a maker reads beside s260 (copied in as <key>.gguf).
+MAKER_MODELS = {"q3k_bad_subscale_pack": ("q3ks",)}
 
 
 def read_table():
@@ -291,7 +329,7 @@ def run_row(row, ork, testdata):
         values = {"ork": ork, "dir": d}
         for key, rel in MODELS.items():
             src = os.path.join(testdata, rel)
-            if "{%s}" % key in row["command"] or key == "s260":
+            if "{%s}" % key in row["command"] or key == "s260" or key in MAKER_MODELS.get(row["needs"], ()):
                 if not os.path.exists(src):
                     raise Skip("test data missing: " + src)
                 dst = os.path.join(d, key + ".gguf")

@@ -50,12 +50,17 @@ const char* kind_name(CodeKind kind) {
     case CodeKind::kQ51: return "q51";
     case CodeKind::kIq4nl: return "iq4nl";
     case CodeKind::kIq4xs: return "iq4xs";
+    case CodeKind::kQ3k: return "q3k";
   }
   return "?";
 }
 
 constexpr CodeKind kKinds[] = {CodeKind::kI4, CodeKind::kNf4, CodeKind::kI5,
                                CodeKind::kI6, CodeKind::kI8,  CodeKind::kI8s};
+// The block kinds (the carried tiers).
+constexpr CodeKind kBlockKinds[] = {CodeKind::kQ3k, CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k,
+                                    CodeKind::kQ80, CodeKind::kQ40, CodeKind::kQ41, CodeKind::kQ50,
+                                    CodeKind::kQ51, CodeKind::kIq4nl, CodeKind::kIq4xs};
 
 // Random planes for `rows` x `k` weights of a kind, starting `misalign`
 // bytes past an allocation so no load may assume alignment.
@@ -99,6 +104,8 @@ void make_headers_valid(RandomWeights& w, std::mt19937& rng) {
       std::memcpy(h, &d, 2);
       if (k_mins || l.header_bytes == 4) std::memcpy(h + 2, &second, 2);
       for (int i = 4; k_mins && i < 20; ++i) h[i] &= 63;
+      // q3k's sub-scales are six-bit less 32, as the orkpack reader checks.
+      for (int i = 2; kind == CodeKind::kQ3k && i < 18; ++i) h[i] = static_cast<uint8_t>((h[i] & 63) - 32);
     }
   }
 }
@@ -249,8 +256,7 @@ TEST_F(EveryTarget, BlockKindsMatchReference) {
                                {11, 5632, 1, 0, 11}, {4, 1280, 6, 1, 4}};
   // The 32-weight kinds' rows are any number of groups: odd counts too.
   const BlockShape q80_shapes[] = {{3, 32, 1, 0, 3}, {5, 96, 1, 0, 5}, {7, 2144, 1, 1, 7}, {4, 160, 3, 0, 4}, {6, 2144, 9, 0, 6}};
-  for (CodeKind kind : {CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80, CodeKind::kQ40, CodeKind::kQ41,
-                        CodeKind::kQ50, CodeKind::kQ51, CodeKind::kIq4nl, CodeKind::kIq4xs}) {
+  for (CodeKind kind : kBlockKinds) {
     for (int misalign : {0, 1}) {
       for (bool floats : {false, true}) {
         for (const BlockShape& s : shapes) check_block_case(kind, s, misalign, floats, rng);
@@ -266,19 +272,18 @@ TEST_F(EveryTarget, BlockKindsMatchReference) {
 TEST_F(EveryTarget, BlockKindsExtremeCodesDoNotOverflow) {
   std::mt19937 rng(9);
   const int64_t k = 512;
-  for (CodeKind kind : {CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80, CodeKind::kQ40, CodeKind::kQ41,
-                        CodeKind::kQ50, CodeKind::kQ51, CodeKind::kIq4nl, CodeKind::kIq4xs}) {
+  for (CodeKind kind : kBlockKinds) {
     for (uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}, uint8_t{0x80}}) {
       RandomWeights w(kind, 2, k, 0, rng);
       std::fill(w.bytes.begin(), w.bytes.end(), fill);
       make_headers_valid(w, rng);
-      // Sub-scales at their largest: 63 for q4k / q5k, -128 / 127 for q6k and iq4xs.
+      // Sub-scales at their largest: 63 for q4k / q5k, -128 / 127 for q6k, q3k and iq4xs.
       const int64_t b1 = plane1_row_bytes(kind, k);
       for (int64_t r = 0; r < 2; ++r) {
         auto* h = const_cast<uint8_t*>(w.view.p1) + r * b1 + block_headers_offset(kind, k);
         for (int64_t b = 0; b < k / kSuperBlock && !block32_kind(kind); ++b) {
           uint8_t* sc = h + b * carried_layout(block_tier(kind)).header_bytes + (kind == CodeKind::kQ4k || kind == CodeKind::kQ5k ? 4 : 2);
-          const int n = kind == CodeKind::kQ6k ? 16 : 8;
+          const int n = kind == CodeKind::kQ6k || kind == CodeKind::kQ3k ? 16 : 8;
           for (int i = 0; i < n; ++i) sc[i] = kind == CodeKind::kQ4k || kind == CodeKind::kQ5k ? 63 : (fill == 0x80 ? 0x80 : 0x7F);
         }
       }
@@ -305,8 +310,8 @@ TEST_F(EveryTarget, BlockKindsExtremeCodesDoNotOverflow) {
 TEST_F(EveryTarget, DequantizeRowMatchesReference) {
   std::mt19937 rng(4);
   for (CodeKind kind : {CodeKind::kI4, CodeKind::kNf4, CodeKind::kI5, CodeKind::kI6, CodeKind::kI8, CodeKind::kI8s,
-                        CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80, CodeKind::kQ40, CodeKind::kQ41,
-                        CodeKind::kQ50, CodeKind::kQ51, CodeKind::kIq4nl, CodeKind::kIq4xs}) {
+                        CodeKind::kQ3k, CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80, CodeKind::kQ40,
+                        CodeKind::kQ41, CodeKind::kQ50, CodeKind::kQ51, CodeKind::kIq4nl, CodeKind::kIq4xs}) {
     for (int64_t k : {32, 64, 96, 2048, 2080}) {
       if (block_kind(kind) && !block32_kind(kind) && k % kSuperBlock != 0) continue;
       for (int misalign : {0, 1}) {

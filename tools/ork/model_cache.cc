@@ -22,7 +22,7 @@ namespace ork::cli {
 namespace {
 
 // Bumped whenever a conversion of the same source would come out different.
-constexpr int kConversionVersion = 2;
+constexpr int kConversionVersion = 3;  // 3: Q3_K carried (q3k)
 
 std::string stem_of(const std::string& path) {
   const size_t slash = path.find_last_of('/');

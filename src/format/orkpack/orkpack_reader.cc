@@ -146,7 +146,7 @@ Status check_finite(const OrkpackTensor& e) {
       const int f16s = k_mins || l.header_bytes == 4 ? 2 : 1;
       const int64_t before = carried_headers_offset(tier, k);
       const int64_t blocks = k / l.block;
-      const uint8_t* plane1 = e.data + (l.int8_codes ? k : k / 2) * rows;
+      const uint8_t* plane1 = e.data + carried_code_bytes(tier, k) * rows;
       for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* headers = plane1 + r * (before + blocks * l.header_bytes) + before;
         for (int64_t b = 0; b < blocks; ++b) {
@@ -163,6 +163,13 @@ Status check_finite(const OrkpackTensor& e) {
             if (h[i] >= 64) {
               return error(StatusCode::kCorrupt, "tensor '{}': block {} has a sub-scale of {}; {}'s are below 64",
                            escape_text(e.spec.name), r * blocks + b, h[i], tier_name(tier));
+            }
+          }
+          for (int i = 2; tier == Tier::kQ3k && i < kQ6kHeaderBytes; ++i) {
+            const auto sc = static_cast<int8_t>(h[i]);
+            if (sc < -32 || sc > 31) {
+              return error(StatusCode::kCorrupt, "tensor '{}': block {} has a sub-scale of {}; q3k's are in -32..31",
+                           escape_text(e.spec.name), r * blocks + b, sc);
             }
           }
         }

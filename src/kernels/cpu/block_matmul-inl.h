@@ -12,8 +12,9 @@
 #endif
 
 // ---------------------------------------------------------------------------
-// The block kinds (q4k, q6k: a GGUF K-quant's codes and scales carried
-// exactly). Codes inflate as i4's and i6's do (q6k's then less 32, signed);
+// The block kinds (q4k, q6k, ...: a GGUF K-quant's codes and scales
+// carried exactly). Codes inflate as i4's and i6's do (q6k's then less 32,
+// signed; q3k's from a 2-bit and a bit plane, less 4);
 // each pair sum meets its sub-block's integer scale in the widening
 // multiply-add (pmaddwd against the scales instead of ones), so a
 // super-block's 256 weights sum exactly in int32; at its end the int32
@@ -28,7 +29,7 @@ alignas(16) constexpr int8_t kIq4nlTable[16] = {-127, -104, -83, -65, -49, -35, 
 // the high byte of the lane (0x80 zeroes the low one; a shift right by 8
 // then sign-extends it). Lane byte p of code vector `half` (c0, c1) of
 // step s covers group s * kStepGroups + p / 16, its first (c0) or second
-// (c1) 16 weights: q4k takes the group's scale, q6k the 16-weight
+// (c1) 16 weights: q4k takes the group's scale, q6k and q3k the 16-weight
 // sub-block's.
 template <CodeKind K>
 struct BlockScaleTables {
@@ -39,7 +40,7 @@ struct BlockScaleTables {
       for (int half = 0; half < 2; ++half) {
         for (size_t p = 0; p < kL; ++p) {
           const int group = st * kStepGroups + static_cast<int>(p / 16);
-          const int sub = K == CodeKind::kQ6k ? 2 * group + half : group;  // q6k: per 16 weights
+          const int sub = K == CodeKind::kQ6k || K == CodeKind::kQ3k ? 2 * group + half : group;  // per 16 weights
           idx[st][half][p] = p % 2 == 0 ? 0x80 : static_cast<uint8_t>(sub);
         }
       }
@@ -87,16 +88,66 @@ HWY_INLINE int32_t MinsDot(const uint8_t* m, const int16_t* sums) {
   return hn::GetLane(hn::SumOfLanes(d32, hn::Add(even, odd)));
 }
 
+// q3k's codes for the step at group g (c0, c1 as Codes::LoadStep's): the
+// low two bits from the step's 16 bytes of its 2-bit plane (quant/tier.h:
+// shifts 0, 2 give the first 16 weights of groups g, g + 1, shifts 4, 6
+// their last 16), the third from the bit plane as i5's fifth. On 256-bit
+// targets the 16 bytes fill both halves and the upper half shifts 2 more.
+alignas(32) constexpr uint8_t kUpperHalf[32] = {0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,
+                                                0,    0,    0,    0,    0,    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                                0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+
+HWY_INLINE void LoadQ3kStep(const uint8_t* row0, const uint8_t* row1, int64_t g, VU8& c0, VU8& c1) {
+  const DU8 du;
+  const auto three = hn::Set(du, 3);
+  const auto v = hn::LoadDup128(du, row0 + (g / 2) * 16);
+  VU8 bits;
+  if constexpr (kL == 32) {
+    const auto upper = hn::MaskFromVec(hn::Load(du, kUpperHalf));
+    c0 = hn::And(hn::IfThenElse(upper, hn::ShiftRight<2>(v), v), three);
+    c1 = hn::And(hn::IfThenElse(upper, hn::ShiftRight<6>(v), hn::ShiftRight<4>(v)), three);
+    uint64_t b;
+    std::memcpy(&b, row1 + g * 4, 8);
+    bits = hn::BitCast(du, hn::Set(hn::Repartition<uint64_t, DU8>(), b));
+  } else {
+    if (g % 2 == 0) {
+      c0 = hn::And(v, three);
+      c1 = hn::And(hn::ShiftRight<4>(v), three);
+    } else {
+      c0 = hn::And(hn::ShiftRight<2>(v), three);
+      c1 = hn::And(hn::ShiftRight<6>(v), three);
+    }
+    uint32_t b;
+    std::memcpy(&b, row1 + g * 4, 4);
+    bits = hn::BitCast(du, hn::Set(hn::Repartition<uint32_t, DU8>(), b));
+  }
+  const auto bit = hn::Load(du, kI5Bit), four = hn::Set(du, 4);
+  c0 = hn::Or(c0, hn::IfThenElseZero(hn::TestBit(hn::TableLookupBytes(bits, hn::Load(du, kI5StepByte[0])), bit), four));
+  c1 = hn::Or(c1, hn::IfThenElseZero(hn::TestBit(hn::TableLookupBytes(bits, hn::Load(du, kI5StepByte[1])), bit), four));
+}
+
 template <CodeKind K>
 struct BlockCodes {
   // q4k and q5k: a sub-scale and a min per 32 weights; iq4xs: a signed
-  // sub-scale per 32 over codebook levels; q6k: a sub-scale per 16.
+  // sub-scale per 32 over codebook levels; q6k and q3k: one per 16.
   static constexpr bool kMins = K == CodeKind::kQ4k || K == CodeKind::kQ5k;
-  static constexpr bool kSub32 = K != CodeKind::kQ6k;
+  static constexpr bool kSub32 = K != CodeKind::kQ6k && K != CodeKind::kQ3k;
   static constexpr CodeKind kBase = K == CodeKind::kQ5k ? CodeKind::kI5 : K == CodeKind::kQ6k ? CodeKind::kI6 : CodeKind::kI4;
   using Base = Codes<kBase>;
-  static constexpr int64_t kHeader = kMins ? kQ4kHeaderBytes : K == CodeKind::kQ6k ? kQ6kHeaderBytes : kIq4xsHeaderBytes;
+  static constexpr int64_t kHeader = kMins ? kQ4kHeaderBytes : kSub32 ? kIq4xsHeaderBytes : kQ6kHeaderBytes;
   static constexpr int64_t kScalesAt = kMins ? 4 : 2;  // within a header
+  static constexpr int kOffset = K == CodeKind::kQ3k ? 4 : 32;  // q3k, q6k: unsigned codes less this
+  // Plane bytes of one row per step.
+  static constexpr int64_t kStep0 = K == CodeKind::kQ3k ? 8 * kStepGroups : kPlane0StepBytes<kBase>;
+  static constexpr int64_t kStep1 = K == CodeKind::kQ3k ? 4 * kStepGroups : kPlane1StepBytes<kBase>;
+
+  static HWY_INLINE void LoadStep(const uint8_t* row0, const uint8_t* row1, int64_t g, VU8& c0, VU8& c1) {
+    if constexpr (K == CodeKind::kQ3k) {
+      LoadQ3kStep(row0, row1, g, c0, c1);
+    } else {
+      Base::LoadStep(row0, row1, g, c0, c1);
+    }
+  }
 
   // Pair sums of the step's two code vectors against their activations.
   static HWY_INLINE void Pairs(VU8 c, VI8 a, VI16& p) {
@@ -106,7 +157,7 @@ struct BlockCodes {
       const auto table = hn::LoadDup128(DU8(), reinterpret_cast<const uint8_t*>(kIq4nlTable));
       p = PairsSigned(hn::BitCast(DI8(), hn::TableLookupBytes(table, c)), a);
     } else {
-      p = PairsSigned(hn::Sub(hn::BitCast(DI8(), c), hn::Set(DI8(), 32)), a);
+      p = PairsSigned(hn::Sub(hn::BitCast(DI8(), c), hn::Set(DI8(), kOffset)), a);
     }
   }
 
@@ -143,7 +194,6 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
                             float* y, int64_t ldy, int64_t stride = 1) {
   if constexpr (!kFar) stride = 1;
   using C = BlockCodes<K>;
-  using Base = typename C::Base;
   const DI8 di;
   const DI32 d32;
   const hn::Repartition<float, DI32> df;
@@ -157,7 +207,7 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
     row1[r] = w.p1 + (r0 + r * stride) * b1;
     headers[r] = row1[r] + headers_at;
   }
-  constexpr int64_t step0 = kPlane0StepBytes<C::kBase>, step1 = kPlane1StepBytes<C::kBase>;
+  constexpr int64_t step0 = C::kStep0, step1 = C::kStep1;
   const int64_t ahead = kFar ? 0 : std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1)));
   const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
   const uint8_t* next1 = w.p1 + (r0 + R * ahead) * b1;
@@ -197,7 +247,7 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
       VU8 c0[R], c1[R];
       VI16 s0[R], s1[R];
       for (int r = 0; r < R; ++r) {
-        Base::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
+        C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
         s0[r] = C::StepScales(source[r], st, 0);
         s1[r] = C::kSub32 ? s0[r] : C::StepScales(source[r], st, 1);
       }

@@ -36,6 +36,7 @@ QuantWeights quant_weights(const TierTensor& t, bool i8s_high_only) {
     case Tier::kQ51: w.kind = CodeKind::kQ51; break;
     case Tier::kIq4nl: w.kind = CodeKind::kIq4nl; break;
     case Tier::kIq4xs: w.kind = CodeKind::kIq4xs; break;
+    case Tier::kQ3k: w.kind = CodeKind::kQ3k; break;
     default: return {};  // float tiers have no integer view
   }
   // Plane 1 of every row follows plane 0 of every row.
@@ -86,6 +87,7 @@ int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j) {
     }
     case CodeKind::kQ4k: return planes::get_nibble(row0, j);
     case CodeKind::kQ6k: return (planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 2) << 4)) - 32;
+    case CodeKind::kQ3k: return (planes::get_q3k_low(row0, j) | (planes::get_bits(row1, j, 1) << 2)) - 4;
     case CodeKind::kQ5k: return planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 1) << 4);
     case CodeKind::kQ80: return static_cast<int8_t>(row0[j]);
     case CodeKind::kQ40: return planes::get_nibble(row0, j) - 8;
@@ -121,7 +123,7 @@ void dequantize_block_row(const QuantWeights& w, int64_t r, float* out) {
     for (int64_t l = 0; l < kSuperBlock; ++l) {
       const int64_t j = b * kSuperBlock + l;
       const auto q = static_cast<float>(weight_code(w, r, j));
-      if (w.kind == CodeKind::kQ6k) {
+      if (w.kind == CodeKind::kQ6k || w.kind == CodeKind::kQ3k) {
         const Q6kHeader h = q6k_header(headers, b);
         out[j] = scale * (h.d * static_cast<float>(h.sc[l / 16]) * q);
       } else if (w.kind == CodeKind::kIq4xs) {
@@ -157,7 +159,7 @@ float block_row_dot(const QuantWeights& w, int64_t r, const int8_t* a, const flo
     return acc;
   }
   const bool mins = w.kind == CodeKind::kQ4k || w.kind == CodeKind::kQ5k;
-  const int64_t sub = w.kind == CodeKind::kQ6k ? 16 : 32;
+  const int64_t sub = w.kind == CodeKind::kQ6k || w.kind == CodeKind::kQ3k ? 16 : 32;
   float acc = 0.0f;
   for (int64_t b = 0; b < w.k / kSuperBlock; ++b) {
     int32_t isum = 0, msum = 0;
