@@ -46,6 +46,9 @@ class LoadedModel {
   static Result<std::unique_ptr<LoadedModel>> load(const std::string& path, const ModelOptions& options = {});
   // A model whose file is already in memory (`name` stands for its path).
   static Result<std::unique_ptr<LoadedModel>> from_bytes(std::vector<uint8_t> bytes, const std::string& name);
+  // A model ork's own tools loaded themselves (e.g. a GGUF converted in
+  // memory); for code built with ork's internal headers.
+  static Result<std::unique_ptr<LoadedModel>> adopt(std::unique_ptr<Model> model);
   ~LoadedModel();
 
   const std::string& path() const;

@@ -61,6 +61,10 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path, 
 Result<std::unique_ptr<LoadedModel>> LoadedModel::from_bytes(std::vector<uint8_t> bytes, const std::string& name) {
   ORK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::parse(MappedFile::from_bytes(std::move(bytes), name)));
   ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, Model::load(std::move(gguf)));
+  return adopt(std::move(m));
+}
+
+Result<std::unique_ptr<LoadedModel>> LoadedModel::adopt(std::unique_ptr<Model> m) {
   std::unique_ptr<LoadedModel> out(new LoadedModel());
   Impl& i = *out->impl_;
   ORK_RETURN_IF_ERROR(attach_vocabulary(*m, &i.tokenizer, &i.chat, &i.own_template));

@@ -146,6 +146,16 @@ Result<MappedFile> MappedFile::open(const std::string& path, Residency residency
   return file;
 }
 
+MappedFile MappedFile::from_pages(HugePages pages, size_t size, std::string name) {
+  MappedFile file;
+  file.data_ = pages.data();
+  file.size_ = std::min(size, pages.size());
+  file.path_ = std::move(name);
+  file.resident_ = true;
+  pages.release_to(&file.map_base_, &file.map_size_);
+  return file;
+}
+
 MappedFile MappedFile::from_bytes(std::vector<uint8_t> bytes, std::string name) {
   MappedFile file;
   file.owned_ = std::move(bytes);

@@ -40,6 +40,9 @@ class MappedFile {
   // Whether a resident copy of `bytes` fits (see above).
   static bool resident_fits(size_t bytes);
   static MappedFile from_bytes(std::vector<uint8_t> bytes, std::string name);
+  // The first `size` bytes of `pages` (a file image built in memory, e.g.
+  // a conversion), resident, standing for the file `name`.
+  static MappedFile from_pages(struct HugePages pages, size_t size, std::string name);
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }

@@ -24,22 +24,31 @@ void unpack_scale_min(const uint8_t* q, int j, uint8_t* sc, uint8_t* m) {
   }
 }
 
-// One Q4_K super-block into the row's nibble plane and header. Source
-// group g (32 weights) is the low (g even) or high (g odd) nibbles of
-// qs[32 (g / 2) .. + 32], in weight order; ork's group keeps weight j in
-// the low and j + 16 in the high nibble of its byte j.
+// Source group g (32 weights) of a Q4_K / Q5_K block is the low (g even)
+// or high (g odd) nibbles of qs[32 (g / 2) .. + 32], in weight order; ork's
+// group keeps weight j in the low and j + 16 in the high nibble of its byte
+// j. Eight bytes at a time (a conversion on load moves gigabytes).
+void carry_k_nibbles(const uint8_t* qs, uint8_t* codes) {
+  constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0FULL;
+  for (int pair = 0; pair < 4; ++pair) {
+    const uint8_t* src = qs + 32 * pair;
+    for (int j = 0; j < 16; j += 8) {
+      uint64_t lo, hi;
+      std::memcpy(&lo, src + j, 8);
+      std::memcpy(&hi, src + 16 + j, 8);
+      const uint64_t even = (lo & kLow) | ((hi & kLow) << 4);  // group 2 pair
+      const uint64_t odd = ((lo >> 4) & kLow) | (hi & ~kLow);  // group 2 pair + 1
+      std::memcpy(codes + 32 * pair + j, &even, 8);
+      std::memcpy(codes + 32 * pair + 16 + j, &odd, 8);
+    }
+  }
+}
+
+// One Q4_K super-block into the row's nibble plane and header.
 void carry_q4k_block(const uint8_t* b, uint8_t* codes, uint8_t* /*bits*/, uint8_t* header) {
   std::memcpy(header, b, 4);  // d, dmin: the same f16 bits
   for (int g = 0; g < 8; ++g) unpack_scale_min(b + 4, g, header + 4 + g, header + 12 + g);
-  const uint8_t* qs = b + 16;
-  for (int g = 0; g < 8; ++g) {
-    const uint8_t* src = qs + 32 * (g / 2);
-    const int shift = (g % 2) * 4;
-    for (int j = 0; j < 16; ++j) {
-      const auto lo = static_cast<uint8_t>((src[j] >> shift) & 0xF), hi = static_cast<uint8_t>((src[j + 16] >> shift) & 0xF);
-      codes[16 * g + j] = static_cast<uint8_t>(lo | (hi << 4));
-    }
-  }
+  carry_k_nibbles(b + 16, codes);
 }
 
 // One Q5_K super-block: as Q4_K (qs at 48), the fifth bit of weight
@@ -49,13 +58,8 @@ void carry_q5k_block(const uint8_t* b, uint8_t* nibbles, uint8_t* bits, uint8_t*
   std::memcpy(header, b, 4);
   for (int g = 0; g < 8; ++g) unpack_scale_min(b + 4, g, header + 4 + g, header + 12 + g);
   const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48;
+  carry_k_nibbles(b + 48, nibbles);
   for (int g = 0; g < 8; ++g) {
-    const uint8_t* src = qs + 32 * (g / 2);
-    const int shift = (g % 2) * 4;
-    for (int j = 0; j < 16; ++j) {
-      nibbles[16 * g + j] = static_cast<uint8_t>(((src[j] >> shift) & 0xF) | (((src[j + 16] >> shift) & 0xF) << 4));
-    }
     for (int i = 0; i < 4; ++i) {
       uint8_t v = 0;
       for (int l = 0; l < 8; ++l) v = static_cast<uint8_t>(v | (((qh[8 * i + l] >> g) & 1) << l));

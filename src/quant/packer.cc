@@ -15,6 +15,7 @@
 #include "format/gguf/gguf.h"
 #include "format/gguf/gguf_writer.h"
 #include "format/orkpack/orkpack.h"
+#include "format/orkpack/orkpack_image.h"
 #include "quant/carry.h"
 #include "quant/gptq.h"
 #include "quant/imatrix.h"
@@ -533,62 +534,94 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
 
   // Pass 2: quantize and write.
   ORK_ASSIGN_OR_RETURN(std::vector<uint8_t> metadata, build_metadata(in, o, report));
-  ORK_ASSIGN_OR_RETURN(OrkpackWriter writer, OrkpackWriter::create(o.output, metadata));
   // Which measured unit each matrix unit is (vectors have none).
   std::vector<size_t> measured_index(units.size(), SIZE_MAX);
   for (size_t i = 0, mi = 0; i < units.size(); ++i) {
     if (is_matrix(units[i])) measured_index[i] = mi++;
   }
+  // Every tensor's spec is fixed by the plan before any is quantized.
+  std::vector<OrkpackTensorSpec> specs(units.size());
+  std::vector<bool> rotated(units.size(), false);
+  for (size_t i = 0; i < units.size(); ++i) {
+    const GgufTensorInfo& t = units[i];
+    OrkpackTensorSpec& spec = specs[i];
+    spec.name = t.name;
+    spec.dims = t.dims;
+    spec.k_stored = tier_stored_k(static_cast<int64_t>(t.ne(0)));
+    if (is_matrix(t)) {
+      spec.tier = tiers.at(t.name);
+      rotated[i] = measured[measured_index[i]].rotated.at(spec.tier);
+    } else {
+      spec.tier = Tier::kF32;
+    }
+    spec.rotation_block = rotated[i] ? static_cast<uint32_t>(rotation_block(spec.k_stored)) : 0;
+  }
+  // Tensor i into `data` (tier_data_bytes, zeroed) and `scales` (rows
+  // floats, or null where the tier has none); returns its spec's error.
+  auto produce = [&](size_t i, uint8_t* data, float* scales) -> Result<float> {
+    const GgufTensorInfo& t = units[i];
+    const OrkpackTensorSpec& spec = specs[i];
+    const int64_t ks = spec.k_stored;
+    const int64_t rows = static_cast<int64_t>(t.rows());
+    if (is_matrix(t) && measured[measured_index[i]].carried) {
+      ORK_RETURN_IF_ERROR(carry_rows(t.type, t.data, rows, ks, data, nullptr));
+      return 0.0f;  // the source's own weights
+    }
+    const std::vector<float> w = load_rows(t, ks, rotated[i], o.rotation_seed);
+    ORK_RETURN_IF_ERROR(check_finite(o.input, t, w, ks));
+    const std::vector<float> imp = is_matrix(t) ? importance_for(o, t, ks, rotated[i]) : std::vector<float>{};
+    const std::optional<Hessian> hs = is_matrix(t) ? hessian_for(o, t, ks, rotated[i]) : std::nullopt;
+    std::vector<float> scratch(scales == nullptr ? static_cast<size_t>(rows) : 0);
+    const double err = quantize_measured(spec.tier, w, imp, rows, ks, hs, data, scales == nullptr ? scratch.data() : scales);
+    double energy = weighted_energy(w, imp, ks);
+    if (hs) energy = hessian_error(w, std::vector<float>(w.size(), 0.0f), *hs);
+    return energy > 0 ? static_cast<float>(err / energy) : 0.0f;
+  };
+  auto record = [&](size_t i, uint64_t bytes, float err) {
+    const GgufTensorInfo& t = units[i];
+    if (progress) progress(1, i, units.size(), t.name);
+    report.tensors.push_back({t.name, specs[i].tier, t.type, rotated[i], t.elems, bytes, err});
+  };
+  auto scale_count = [&](size_t i) {
+    return tier_info(specs[i].tier).has_scales ? static_cast<size_t>(specs[i].rows()) : 0;
+  };
+
+  if (o.in_memory != nullptr) {
+    // Straight into the image: no copy, no file.
+    ORK_ASSIGN_OR_RETURN(OrkpackImage image, OrkpackImage::create(o.output, metadata, specs));
+    const Status making = ordered_parallel<float>(
+        units.size(), threads,
+        [&](size_t i) -> Result<float> { return produce(i, image.data(i), image.scales(i)); },
+        [&](size_t i, float& err) -> Status {
+          image.set_error(i, err);
+          record(i, tier_data_bytes(specs[i].tier, specs[i].rows(), specs[i].k_stored) + scale_count(i) * 4, err);
+          return Status::ok();
+        });
+    ORK_RETURN_IF_ERROR(making);
+    *o.in_memory = std::move(image).finish();
+    return report;
+  }
+
+  ORK_ASSIGN_OR_RETURN(OrkpackWriter writer, OrkpackWriter::create(o.output, metadata));
   struct Packed {
-    OrkpackTensorSpec spec;
     std::vector<uint8_t> data;
     std::vector<float> scales;
-    bool rotated = false;
+    float error = 0.0f;
   };
   const Status writing = ordered_parallel<Packed>(
       units.size(), threads,
       [&](size_t i) -> Result<Packed> {
-        const GgufTensorInfo& t = units[i];
-        const int64_t ks = tier_stored_k(static_cast<int64_t>(t.ne(0)));
-        const int64_t rows = static_cast<int64_t>(t.rows());
         Packed p;
-        OrkpackTensorSpec& spec = p.spec;
-        spec.name = t.name;
-        spec.dims = t.dims;
-        spec.k_stored = ks;
-        if (is_matrix(t)) {
-          const Measured& m = measured[measured_index[i]];
-          spec.tier = tiers.at(t.name);
-          p.rotated = m.rotated.at(spec.tier);
-        } else {
-          spec.tier = Tier::kF32;
-        }
-        spec.rotation_block = p.rotated ? static_cast<uint32_t>(rotation_block(ks)) : 0;
-        if (is_matrix(t) && measured[measured_index[i]].carried) {
-          p.data.resize(tier_data_bytes(spec.tier, rows, ks));
-          ORK_RETURN_IF_ERROR(carry_rows(t.type, t.data, rows, ks, p.data.data(), nullptr));
-          spec.error = 0.0f;  // the source's own weights
-          return p;
-        }
-        const std::vector<float> w = load_rows(t, ks, p.rotated, o.rotation_seed);
-        ORK_RETURN_IF_ERROR(check_finite(o.input, t, w, ks));
-        const std::vector<float> imp = is_matrix(t) ? importance_for(o, t, ks, p.rotated) : std::vector<float>{};
-        const std::optional<Hessian> hs = is_matrix(t) ? hessian_for(o, t, ks, p.rotated) : std::nullopt;
-        p.data.resize(tier_data_bytes(spec.tier, rows, ks));
-        p.scales.resize(tier_info(spec.tier).has_scales ? static_cast<size_t>(rows) : 0);
-        std::vector<float> scratch(p.scales.empty() ? static_cast<size_t>(rows) : 0);
-        const double err = quantize_measured(spec.tier, w, imp, rows, ks, hs, p.data.data(),
-                                             p.scales.empty() ? scratch.data() : p.scales.data());
-        double energy = weighted_energy(w, imp, ks);
-        if (hs) energy = hessian_error(w, std::vector<float>(w.size(), 0.0f), *hs);
-        spec.error = energy > 0 ? static_cast<float>(err / energy) : 0.0f;
+        p.data.resize(tier_data_bytes(specs[i].tier, specs[i].rows(), specs[i].k_stored));
+        p.scales.resize(scale_count(i));
+        ORK_ASSIGN_OR_RETURN(p.error, produce(i, p.data.data(), p.scales.empty() ? nullptr : p.scales.data()));
         return p;
       },
       [&](size_t i, Packed& p) -> Status {
-        const GgufTensorInfo& t = units[i];
-        if (progress) progress(1, i, units.size(), t.name);
-        ORK_RETURN_IF_ERROR(writer.add_tensor(p.spec, p.data, p.scales));
-        report.tensors.push_back({t.name, p.spec.tier, t.type, p.rotated, t.elems, p.data.size() + p.scales.size() * 4, p.spec.error});
+        OrkpackTensorSpec spec = specs[i];
+        spec.error = p.error;
+        ORK_RETURN_IF_ERROR(writer.add_tensor(spec, p.data, p.scales));
+        record(i, p.data.size() + p.scales.size() * 4, p.error);
         return Status::ok();
       });
   ORK_RETURN_IF_ERROR(writing);

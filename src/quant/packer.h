@@ -21,14 +21,18 @@
 namespace ork {
 
 class ImportanceMatrix;
+class MappedFile;
 
 struct PackOptions {
   std::string input;   // GGUF
   std::string output;  // orkpack
+  // If set, the pack is built in memory (format/orkpack/orkpack_image.h)
+  // into *in_memory, named `output`, and no file is written.
+  MappedFile* in_memory = nullptr;
   std::optional<double> bpw;        // budget as bits per weight over all parameters
   std::optional<uint64_t> budget;   // budget in bytes (all tensors)
   bool budget_is_default = false;   // if the budget cannot be met, pack the smallest plan instead of failing
-  // Carry Q4_K / Q6_K tensors' own codes and scales into q4k / q6k
+  // Carry Q3_K .. Q6_K, Q8_0, ... tensors' own codes and scales into q4k / q6k
   // (quant/carry.h) unless a rule or the tier map fixes another tier:
   // no second rounding, and no measuring.
   bool carry = true;

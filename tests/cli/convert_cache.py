@@ -25,6 +25,31 @@ def entries(d):
     return sorted(f for f in os.listdir(d)) if os.path.isdir(d) else []
 
 
+def wait_for_writer(cache, timeout=60):
+    """The detached writer saves the entry after ork has started: wait (bounded) until no temporary is
+    held open by a live writer (a killed writer's is left, held by nobody)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not [e for e in entries(cache) if ".orkpack.ork-" in e and writer_of(os.path.join(cache, e))]:
+            return
+        time.sleep(0.02)
+    raise SystemExit("FAIL: the cache writer did not finish in %d s: %s" % (timeout, entries(cache)))
+
+
+def writer_of(path):
+    """The pid of a process (other than this one) holding `path` open, or None."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            for fd in os.listdir("/proc/%s/fd" % pid):
+                if os.readlink("/proc/%s/fd/%s" % (pid, fd)) == path:
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
 def check(cond, what, out=""):
     if not cond:
         print("FAIL:", what)
@@ -47,6 +72,7 @@ def main():
 
         rc, out1, err = run(ork, gen, env)
         check(rc == 0 and "converting" in err and "once: kept as" in err, "first start converts and keeps it", err)
+        wait_for_writer(cache)
         kept = [e for e in entries(cache) if e.endswith(".orkpack")]
         check(len(kept) == 1 and entries(cache) == kept, "one entry, no temporaries: %s" % entries(cache))
 
@@ -65,13 +91,14 @@ def main():
             f.truncate(4096)
         rc, out4, err = run(ork, gen, env)
         check(rc == 0 and "damaged" in err and "converting" in err and out4 == out1, "a damaged entry is rebuilt", err)
+        wait_for_writer(cache)
 
         rc, out, err = run(ork, ["cache", "rm", "no-such-entry"], env)
         check(rc != 0 and "no entry 'no-such-entry'" in err, "cache rm of an unknown name is an error", err)
         rc, out, err = run(ork, ["cache", "rm"], env)
         check(rc == 0 and entries(cache) == [], "cache rm empties it", err)
 
-        # --no-cache: converted into a temporary, removed once loaded.
+        # --no-cache: converted in memory, nothing written anywhere.
         rc, out5, err = run(ork, gen + ["--no-cache"], env)
         check(rc == 0 and out5 == out1 and entries(cache) == [], "--no-cache keeps nothing", err)
         check(not [f for f in os.listdir(tmp) if f.startswith("ork-convert")], "its temporary is gone")
@@ -83,37 +110,71 @@ def main():
         rc, out6, err = run(ork, gen, bad_env)
         check(rc == 0 and "warning" in err and out6 == out1, "an unwritable cache is a warning, not a failure", err)
 
-        # A killed conversion: SIGKILL as soon as its temporary appears
-        # (the file it writes before the atomic rename); no entry may be
-        # trusted after, and the next run converts again.
+        # A killed conversion: the conversion is made in memory, so ork
+        # killed while converting leaves nothing at all; the writer killed
+        # while saving leaves only its temporary, which no run trusts. Either
+        # way the next run converts again.
         big = os.path.join(tmp, "big.gguf")
         rc, _, err = run(ork, ["synth", "--n-embd", "768", "--layers", "6", "--n-ff", "3072", "--vocab", "8192",
                                "--type", "Q4_0", "-o", big], env)
         check(rc == 0, "synth a Q4_0 model", err)
+        identity = [0]
+
+        def new_identity():
+            identity[0] += 1
+            os.utime(big, (time.time() + identity[0], time.time() + identity[0]))
+
+        def trusted():
+            return [e for e in entries(cache) if e.endswith(".orkpack") and not e.startswith(".")]
+
+        new_identity()
+        p = subprocess.Popen([ork, "run", "-m", big, "-n", "1"], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(0.05)
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=60)
+        if p.returncode == -signal.SIGKILL:
+            wait_for_writer(cache)
+            check(trusted() == [] or len(trusted()) == 1, "ork killed while converting: %s" % entries(cache))
+        run(ork, ["cache", "rm"], env)
+
         caught = 0
-        for attempt in range(6):
-            os.utime(big, (time.time() + attempt, time.time() + attempt))  # a new source identity
+        for attempt in range(8):
+            new_identity()
             p = subprocess.Popen([ork, "run", "-m", big, "-n", "1"], env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
             deadline = time.time() + 60
-            while p.poll() is None and time.time() < deadline:
-                if any(".orkpack.ork-" in e for e in entries(cache)):
-                    p.send_signal(signal.SIGKILL)
-                    caught += 1
-                    break
-                time.sleep(0.001)
+            killed = False
+            while time.time() < deadline and not killed:
+                temps = [e for e in entries(cache) if ".orkpack.ork-" in e]
+                if temps:
+                    pid = writer_of(os.path.join(cache, temps[0]))
+                    if pid is not None and pid != p.pid:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                            killed = True
+                        except ProcessLookupError:
+                            pass
+                elif trusted():
+                    break  # it finished first
+                time.sleep(0.0005)
             p.wait(timeout=60)
-            if p.returncode == -signal.SIGKILL:
-                trusted = [e for e in entries(cache) if e.endswith(".orkpack") and not e.startswith(".")]
-                check(trusted == [], "a conversion killed mid-write leaves no trusted entry: %s" % entries(cache))
-                rc, _, err = run(ork, ["run", "-m", big, "-n", "1"], env)
-                check(rc == 0 and "converting" in err, "the next run converts again", err)
-                run(ork, ["cache", "rm"], env)
-            else:
-                run(ork, ["cache", "rm"], env)  # it finished first: try again
+            check(p.returncode == 0, "ork itself runs on while its writer dies (rc %s)" % p.returncode)
+            if killed:
+                time.sleep(0.2)
+                # (Killing the short-lived process between ork and the writer
+                # stops the save before it starts: ork removes the temporary.)
+                if trusted() == [] and any(".orkpack.ork-" in e for e in entries(cache)):
+                    caught += 1
+                    rc, out, err = run(ork, ["cache", "ls"], env)
+                    check(rc == 0 and "partial conversion" in out, "cache ls shows what the writer left", out)
+                    rc, _, err = run(ork, ["run", "-m", big, "-n", "1"], env)
+                    check(rc == 0 and "converting" in err, "the next run converts again", err)
+                    wait_for_writer(cache)
+            run(ork, ["cache", "rm"], env)
             if caught >= 2:
                 break
-        check(caught >= 1, "caught a conversion mid-write (%d of %d tries)" % (caught, attempt + 1))
+        check(caught >= 1, "caught the writer mid-write (%d of %d tries)" % (caught, attempt + 1))
         # What a kill leaves behind is named by `cache ls` and removed by `cache rm`.
         open(os.path.join(cache, ".x.orkpack.ork-AbCdEf"), "w").close()
         rc, out, err = run(ork, ["cache", "ls"], env)

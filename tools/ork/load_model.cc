@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "core/memory.h"
+#include "format/orkpack/orkpack.h"
 #include "model/forward.h"
+#include "model/model.h"
 
 namespace ork::cli {
 
@@ -35,16 +37,24 @@ void add_load_flags(CLI::App& app, bool& mmap) {
 
 namespace {
 
-// Loads what resolve_model() says, then removes a temporary conversion.
-template <class Load>
-auto load_resolved(const std::string& path, Load&& load) -> decltype(load(path)) {
+// Loads what resolve_model() says - a file, or a conversion in memory
+// (`adopt` takes the model made from it) - then removes a temporary
+// conversion.
+template <class Load, class Adopt>
+auto load_resolved(const std::string& path, Load&& load, Adopt&& adopt) -> decltype(load(path)) {
+  auto load_one = [&](ResolvedModel& r) -> decltype(load(path)) {
+    if (!r.image) return load(r.path);
+    ORK_ASSIGN_OR_RETURN(OrkpackFile pack, OrkpackFile::parse(std::move(*r.image)));
+    ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, Model::load(std::move(pack)));
+    return adopt(std::move(m));
+  };
   auto resolved = resolve_model(path, g_convert);
   if (!resolved.is_ok()) return resolved.status();
-  auto model = load(resolved->path);
+  auto model = load_one(*resolved);
   if (!model.is_ok() && resolved->cached && model.status().code() == StatusCode::kCorrupt) {
     resolved = rebuild_damaged(path, *resolved, model.status(), g_convert);
     if (!resolved.is_ok()) return resolved.status();
-    model = load(resolved->path);
+    model = load_one(*resolved);
   }
   if (resolved->temporary) ::unlink(resolved->path.c_str());
   return model;
@@ -75,9 +85,12 @@ void note_reference_matrices(const Model& model) {
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap) {
-  auto model = load_resolved(path, [&](const std::string& p) {
-    return Model::load(p, mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
-  });
+  auto model = load_resolved(
+      path,
+      [&](const std::string& p) {
+        return Model::load(p, mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
+      },
+      [](std::unique_ptr<Model> m) -> Result<std::unique_ptr<Model>> { return m; });
   if (model.is_ok() && !mmap && !(*model)->resident()) {
     std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n",
                  path.c_str());
@@ -89,7 +102,9 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap) {
 Result<std::unique_ptr<api::LoadedModel>> load_api_model(const std::string& path, bool mmap) {
   api::ModelOptions o;
   o.mmap = mmap;
-  auto model = load_resolved(path, [&](const std::string& p) { return api::LoadedModel::load(p, o); });
+  auto model = load_resolved(
+      path, [&](const std::string& p) { return api::LoadedModel::load(p, o); },
+      [](std::unique_ptr<Model> m) { return api::LoadedModel::adopt(std::move(m)); });
   if (model.is_ok() && !mmap && !(*model)->resident()) {
     std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n",
                  path.c_str());

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "cache_writer.h"
 #include "core/cache_dir.h"
 #include "format/gguf/gguf.h"
 #include "format/orkpack/orkpack.h"
@@ -42,10 +43,11 @@ Status make_dirs(const std::string& dir) {
   return Status::ok();
 }
 
-Result<PackReport> convert(const std::string& source, const std::string& output) {
+Result<PackReport> convert(const std::string& source, const std::string& output, MappedFile* in_memory = nullptr) {
   PackOptions o;
   o.input = source;
   o.output = output;
+  o.in_memory = in_memory;
   o.source_budget = true;
   o.budget_is_default = true;
   o.warn = [](const std::string& m) { std::fprintf(stderr, "ork: warning: %s\n", m.c_str()); };
@@ -90,16 +92,41 @@ Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOption
     }
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto attempt = [&](const std::string& out) {
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto say_converting = [&](bool kept) {
     std::fprintf(stderr, "ork: converting %s for the fast kernels%s\n", path.c_str(),
-                 out == entry ? fmt::format(" (once: kept as {})", out).c_str() : "");
-    return convert(path, out);
+                 kept ? fmt::format(" (once: kept as {})", entry).c_str() : "");
   };
+  // In memory (the model runs from the conversion itself, and the entry is
+  // saved in the background), unless two copies would not fit: then into
+  // the entry on disk, mapped from there.
+  const uint64_t source_bytes = gguf->file_size();
+  if (MappedFile::resident_fits(2 * source_bytes)) {
+    if (!entry.empty()) clear_stale_temporaries(entry);
+    say_converting(!entry.empty());
+    ResolvedModel out{entry.empty() ? path + " (converted in memory)" : entry, false, false, MappedFile()};
+    auto report = convert(path, out.path, &*out.image);
+    if (!report.is_ok()) {
+      if (report.status().code() != StatusCode::kResourceExhausted) return report.status();
+      std::fprintf(stderr, "ork: warning: cannot convert (%s); running %s on the reference kernels (slow)\n",
+                   report.status().message().c_str(), path.c_str());
+      return plain;
+    }
+    std::fprintf(stderr, "ork: converted in %.1f s: %.3f bits per weight\n", seconds(), report->bpw());
+    if (!entry.empty()) {
+      const Status saving = save_detached(*out.image, entry);
+      if (!saving.is_ok()) {
+        std::fprintf(stderr, "ork: warning: cannot keep the conversion (%s); it runs from memory this time\n",
+                     saving.message().c_str());
+      }
+    }
+    return out;
+  }
   if (!entry.empty()) {
-    auto report = attempt(entry);
+    say_converting(true);
+    auto report = convert(path, entry);
     if (report.is_ok()) {
-      std::fprintf(stderr, "ork: converted in %.1f s: %.3f bits per weight\n",
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), report->bpw());
+      std::fprintf(stderr, "ork: converted in %.1f s: %.3f bits per weight\n", seconds(), report->bpw());
       return ResolvedModel{entry, false};
     }
     if (report.status().code() != StatusCode::kIo) return report.status();
@@ -109,7 +136,8 @@ Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOption
   const char* tmpdir = std::getenv("TMPDIR");
   const std::string tmp = fmt::format("{}/ork-convert-{}-{}.orkpack", tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp",
                                       stem_of(path), static_cast<long long>(::getpid()));
-  auto report = attempt(tmp);
+  say_converting(false);
+  auto report = convert(path, tmp);
   if (report.is_ok()) return ResolvedModel{tmp, true};
   if (report.status().code() != StatusCode::kIo) return report.status();
   std::fprintf(stderr, "ork: warning: cannot convert (%s); running %s on the reference kernels (slow)\n",

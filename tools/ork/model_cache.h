@@ -5,14 +5,19 @@
 // keyed by the source's identity (path, size, mtime, inode) and ork's
 // format version, so the next start opens it directly.
 //
-// Writing is atomic (a temporary renamed into place): a killed conversion
-// leaves no entry a later run would trust. An entry that fails to open is
-// rebuilt. A cache that cannot be written (read-only, full) is a warning:
-// the conversion goes to a temporary file instead, removed once loaded.
+// The conversion is made in memory and the model runs from it; the entry
+// is saved in the background (cache_writer.h), atomically: a killed
+// conversion or writer leaves no entry a later run would trust. An entry
+// that fails to open is rebuilt. A cache that cannot be written
+// (read-only, full) is a warning: the model runs from memory, and nothing
+// is kept. A model that would not fit in memory twice over is converted
+// into its entry on disk instead, and mapped from there.
 #pragma once
 
+#include <optional>
 #include <string>
 
+#include "core/mapped_file.h"
 #include "ork/status.h"
 
 namespace ork::cli {
@@ -23,9 +28,10 @@ struct ConvertOptions {
 };
 
 struct ResolvedModel {
-  std::string path;        // what to load
+  std::string path;        // what to load (or, with an image, what it stands for)
   bool temporary = false;  // remove once loaded
   bool cached = false;     // a cache entry made by an earlier run
+  std::optional<MappedFile> image;  // the conversion, in memory: load this
 };
 
 // The file to load for `path`: `path` itself unless it is a quantized GGUF

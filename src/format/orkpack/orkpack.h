@@ -78,6 +78,12 @@ class OrkpackFile {
   std::map<std::string, size_t> index_;
 };
 
+// The directory and the 64-byte header as the file holds them (the
+// writers' shared serialization).
+std::vector<uint8_t> orkpack_directory(const std::vector<OrkpackTensor>& entries);
+std::vector<uint8_t> orkpack_header(uint64_t metadata_size, uint64_t dir_offset, uint64_t dir_size, uint64_t data_start,
+                                    uint64_t data_size);
+
 class OrkpackWriter {
  public:
   OrkpackWriter() = default;

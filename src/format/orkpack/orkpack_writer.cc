@@ -67,12 +67,10 @@ void put(std::vector<uint8_t>& out, T v) {
 
 }  // namespace
 
-Status OrkpackWriter::finish() {
-  ORK_RETURN_IF_ERROR(pad_to(kOrkpackAlign));
-  const uint64_t data_size = pos_ - data_start_;
+std::vector<uint8_t> orkpack_directory(const std::vector<OrkpackTensor>& entries) {
   std::vector<uint8_t> dir;
-  put<uint64_t>(dir, entries_.size());
-  for (const OrkpackTensor& e : entries_) {
+  put<uint64_t>(dir, entries.size());
+  for (const OrkpackTensor& e : entries) {
     const OrkpackTensorSpec& s = e.spec;
     put<uint64_t>(dir, s.name.size());
     for (char c : s.name) dir.push_back(static_cast<uint8_t>(c));
@@ -89,19 +87,31 @@ Status OrkpackWriter::finish() {
     put<uint64_t>(dir, e.scales_size);
     put<float>(dir, s.error);
   }
-  const uint64_t dir_offset = pos_;
-  ORK_RETURN_IF_ERROR(write(dir.data(), dir.size()));
+  return dir;
+}
 
+std::vector<uint8_t> orkpack_header(uint64_t metadata_size, uint64_t dir_offset, uint64_t dir_size, uint64_t data_start,
+                                    uint64_t data_size) {
   std::vector<uint8_t> header;
   for (char c : std::string("ORKPACK", 8)) header.push_back(static_cast<uint8_t>(c));
   put<uint32_t>(header, kOrkpackVersion);
   put<uint32_t>(header, 64);
   put<uint64_t>(header, 64);
-  put<uint64_t>(header, metadata_size_);
+  put<uint64_t>(header, metadata_size);
   put<uint64_t>(header, dir_offset);
-  put<uint64_t>(header, dir.size());
-  put<uint64_t>(header, data_start_);
+  put<uint64_t>(header, dir_size);
+  put<uint64_t>(header, data_start);
   put<uint64_t>(header, data_size);
+  return header;
+}
+
+Status OrkpackWriter::finish() {
+  ORK_RETURN_IF_ERROR(pad_to(kOrkpackAlign));
+  const uint64_t data_size = pos_ - data_start_;
+  const std::vector<uint8_t> dir = orkpack_directory(entries_);
+  const uint64_t dir_offset = pos_;
+  ORK_RETURN_IF_ERROR(write(dir.data(), dir.size()));
+  const std::vector<uint8_t> header = orkpack_header(metadata_size_, dir_offset, dir.size(), data_start_, data_size);
   ORK_RETURN_IF_ERROR(file_.write_at(0, header.data(), header.size()));
   return file_.commit();
 }
