@@ -77,15 +77,21 @@ HWY_INLINE float HeaderF16(const uint8_t* p) {
 #endif
 }
 
-// sum over a super-block's eight groups of m * (activation sum): the
-// eight six-bit mins against eight int16 group sums.
-HWY_INLINE int32_t MinsDot(const uint8_t* m, const int16_t* sums) {
-  const hn::Full128<int16_t> d16;
-  const hn::Full128<int32_t> d32;
-  const auto mv = hn::PromoteTo(d16, hn::LoadU(hn::Full64<uint8_t>(), m));
-  auto odd = hn::Zero(d32);
-  const auto even = hn::ReorderWidenMulAccumulate(d32, mv, hn::LoadU(d16, sums), hn::Zero(d32), odd);
-  return hn::GetLane(hn::SumOfLanes(d32, hn::Add(even, odd)));
+// q4k's and q5k's mins: a super-block's eight dmin * m (one per group) as
+// floats, in kMinVecs vectors, to meet each token's eight group sums times
+// their activation scale (BlockActs::group_acts) in one multiply-add per
+// vector, subtracted straight from the token's float accumulator (whose
+// lanes are summed at the end anyway): no reduction per block.
+constexpr size_t kFloatLanes = kL / 4;
+constexpr int kMinVecs = static_cast<int>(8 / kFloatLanes);
+template <class DF>
+HWY_INLINE void BlockMins(DF df, const uint8_t* header, hn::Vec<DF>* out) {
+  const hn::Rebind<uint8_t, DF> d8;
+  const hn::Rebind<int32_t, DF> d32;
+  const auto dmin = hn::Set(df, HeaderF16(header + 2));
+  for (int i = 0; i < kMinVecs; ++i) {
+    out[i] = hn::Mul(hn::ConvertTo(df, hn::PromoteTo(d32, hn::LoadU(d8, header + 12 + i * kFloatLanes))), dmin);
+  }
 }
 
 // q3k's codes for the step at group g (c0, c1 as Codes::LoadStep's): the
@@ -181,12 +187,12 @@ struct BlockCodes {
 };
 
 // The block kinds' activations (ref::block_acts): each token's int8 codes
-// in act_block(kind) blocks with a scale each, and q4k's / q5k's sums of
-// each group of 32 codes.
+// in act_block(kind) blocks with a scale each, and for the kinds with mins
+// (q4k, q5k, q41, q51) each group of 32 codes' sum times its block's scale.
 struct BlockActs {
-  const float* scale = nullptr;         // [token][block]
-  const int16_t* group_sums = nullptr;  // [token][group]
-  int64_t blocks = 0;                   // per token
+  const float* scale = nullptr;       // [token][block]
+  const float* group_acts = nullptr;  // [token][group]
+  int64_t blocks = 0;                 // per token
 };
 
 template <CodeKind K, int R, int T, bool kFar = false>
@@ -213,12 +219,8 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
   const uint8_t* next1 = w.p1 + (r0 + R * ahead) * b1;
 
   hn::Vec<decltype(df)> facc[R][T];
-  float mins[R][T];  // q4k, q5k: sum of dmin * as * (m . group sums)
   for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
-      facc[r][t] = hn::Zero(df);
-      mins[r][t] = 0.0f;
-    }
+    for (int t = 0; t < T; ++t) facc[r][t] = hn::Zero(df);
   }
   constexpr int kSteps = BlockScaleTables<K>::kSteps;
   const int64_t blocks = w.k / kSuperBlock;
@@ -272,21 +274,21 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
     for (int r = 0; r < R; ++r) {
       const uint8_t* h = headers[r] + b * C::kHeader;
       const float d = HeaderF16(h);
+      hn::Vec<decltype(df)> mins[kMinVecs];
+      if constexpr (C::kMins) BlockMins(df, h, mins);
       for (int t = 0; t < T; ++t) {
         const float as = a.scale[(t0 + t) * a.blocks + b];
         facc[r][t] = hn::MulAdd(hn::ConvertTo(df, acc[r][t]), hn::Set(df, d * as), facc[r][t]);
         if constexpr (C::kMins) {
-          const int32_t m = MinsDot(h + 12, a.group_sums + (t0 + t) * (w.k / 32) + b * 8);
-          mins[r][t] += HeaderF16(h + 2) * as * static_cast<float>(m);
+          const float* ga = a.group_acts + (t0 + t) * (w.k / 32) + b * 8;
+          for (int i = 0; i < kMinVecs; ++i) facc[r][t] = hn::NegMulAdd(mins[i], hn::LoadU(df, ga + i * kFloatLanes), facc[r][t]);
         }
       }
     }
   }
   for (int r = 0; r < R; ++r) {
     const int64_t row = r0 + r * stride;
-    for (int t = 0; t < T; ++t) {
-      y[(t0 + t) * ldy + row] = hn::GetLane(hn::SumOfLanes(df, facc[r][t])) - mins[r][t];
-    }
+    for (int t = 0; t < T; ++t) y[(t0 + t) * ldy + row] = hn::GetLane(hn::SumOfLanes(df, facc[r][t]));
   }
 }
 
@@ -376,7 +378,7 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
   auto add_mins = [&](int r, int t, int64_t g) HWY_ATTR {
     if constexpr (C::kMins) {
       const int64_t at = (t0 + t) * a.blocks + g;
-      mins[r][t] += HeaderF16(hd[r] + g * C::kHeader + 2) * a.scale[at] * static_cast<float>(a.group_sums[at]);
+      mins[r][t] += HeaderF16(hd[r] + g * C::kHeader + 2) * a.group_acts[at];
     }
   };
   const int64_t groups = w.k / 32, steps = groups / kStepGroups;
@@ -463,10 +465,10 @@ HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const in
   }
 }
 
-// Every token's activation sum over each group of 32 (q4k's and q5k's
-// mins), as int16 (at most 32 * 127).
-void GroupSums(const int8_t* codes, int n, int64_t k, std::vector<int16_t>& out) {
-  const int64_t groups = k / 32;
+// Every token's activation sum over each group of 32 (the mins' kinds),
+// times the scale of the activation block (of `block` codes) it is in.
+void GroupActs(const int8_t* codes, const float* scales, int n, int64_t k, int64_t block, std::vector<float>& out) {
+  const int64_t groups = k / 32, nb = k / block;
   out.resize(static_cast<size_t>(n * groups));
   const hn::CappedTag<int8_t, 8> d8;
   const hn::Rebind<int16_t, decltype(d8)> d16;
@@ -475,7 +477,8 @@ void GroupSums(const int8_t* codes, int n, int64_t k, std::vector<int16_t>& out)
     for (int64_t g = 0; g < groups; ++g) {
       auto acc = hn::Zero(d16);
       for (size_t j = 0; j < 32; j += hn::Lanes(d8)) acc = hn::Add(acc, hn::PromoteTo(d16, hn::LoadU(d8, q + g * 32 + j)));
-      out[static_cast<size_t>(t * groups + g)] = static_cast<int16_t>(hn::GetLane(hn::SumOfLanes(d16, acc)));
+      const float s = scales[t * nb + g * 32 / block];
+      out[static_cast<size_t>(t * groups + g)] = s * static_cast<float>(hn::GetLane(hn::SumOfLanes(d16, acc)));
     }
   }
 }
@@ -490,7 +493,7 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
   constexpr bool kNibbleOrder = K != CodeKind::kQ80;
   constexpr bool kMins = K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ41 || K == CodeKind::kQ51;
   thread_local std::vector<int8_t> scratch, codes;
-  thread_local std::vector<int16_t> sums;
+  thread_local std::vector<float> group_acts;
   thread_local std::vector<int32_t> block_sums;
   thread_local std::vector<float> scales;
   const int64_t block = act_block(K), nb = in.k / block;
@@ -504,8 +507,8 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
   } else {
     for (int t = 0; t < in.n; ++t) std::fill_n(&scales[static_cast<size_t>(t * nb)], nb, in.scale[t]);
   }
-  if constexpr (kMins) GroupSums(q, in.n, in.k, sums);
-  const BlockActs acts{scales.data(), sums.data(), nb};
+  if constexpr (kMins) GroupActs(q, scales.data(), in.n, in.k, block, group_acts);
+  const BlockActs acts{scales.data(), group_acts.data(), nb};
   QuantActs a = in;  // the codes the tiles read
   a.q = q;
   if (a.n == 1) {
