@@ -143,6 +143,10 @@ struct BlockCodes {
   static constexpr int64_t kHeader = kMins ? kQ4kHeaderBytes : kSub32 ? kIq4xsHeaderBytes : kQ6kHeaderBytes;
   static constexpr int64_t kScalesAt = kMins ? 4 : 2;  // within a header
   static constexpr int kOffset = K == CodeKind::kQ3k ? 4 : 32;  // q3k, q6k: unsigned codes less this
+  // q6k and q3k multiply their unsigned codes (one maddubs, no sign
+  // tricks) and take the offset off once per super-block: kOffset * the
+  // sub-scales against each token's sums of 16 activations.
+  static constexpr bool kOffsetSums = K == CodeKind::kQ6k || K == CodeKind::kQ3k;
   // Plane bytes of one row per step.
   static constexpr int64_t kStep0 = K == CodeKind::kQ3k ? 8 * kStepGroups : kPlane0StepBytes<kBase>;
   static constexpr int64_t kStep1 = K == CodeKind::kQ3k ? 4 * kStepGroups : kPlane1StepBytes<kBase>;
@@ -163,7 +167,25 @@ struct BlockCodes {
       const auto table = hn::LoadDup128(DU8(), reinterpret_cast<const uint8_t*>(kIq4nlTable));
       p = PairsSigned(hn::BitCast(DI8(), hn::TableLookupBytes(table, c)), a);
     } else {
-      p = PairsSigned(hn::Sub(hn::BitCast(DI8(), c), hn::Set(DI8(), kOffset)), a);
+      static_assert(kOffsetSums);
+      p = PairsUnsigned(c, a);  // 2 * 63 * 127 < 2^15
+    }
+  }
+
+  // acc less kOffset * sum over the super-block's sixteen sub-blocks of
+  // sc * (the token's activation sum over them): `neg` holds -kOffset * sc
+  // as int16 (|32 * 128| < 2^15), `sums` the token's sixteen sums.
+  static HWY_INLINE VI32 TakeOffset(const VI16* neg, const int16_t* sums, VI32 acc) {
+    const DI16 d16;
+    for (size_t i = 0; i * hn::Lanes(d16) < 16; ++i) acc = ScaledWidenAdd(hn::LoadU(d16, sums + i * hn::Lanes(d16)), neg[i], acc);
+    return acc;
+  }
+  static HWY_INLINE void OffsetScales(const uint8_t* header, VI16* neg) {
+    const DI16 d16;
+    const hn::Rebind<int8_t, DI16> d8;
+    for (size_t i = 0; i * hn::Lanes(d16) < 16; ++i) {
+      const auto sc = hn::PromoteTo(d16, hn::LoadU(d8, reinterpret_cast<const int8_t*>(header + kScalesAt) + i * hn::Lanes(d16)));
+      neg[i] = hn::Mul(sc, hn::Set(d16, static_cast<int16_t>(-kOffset)));
     }
   }
 
@@ -192,6 +214,7 @@ struct BlockCodes {
 struct BlockActs {
   const float* scale = nullptr;       // [token][block]
   const float* group_acts = nullptr;  // [token][group]
+  const int16_t* sub_sums = nullptr;  // q6k, q3k: [token][k / 16], each 16 codes' sum
   int64_t blocks = 0;                 // per token
 };
 
@@ -276,6 +299,13 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
       const float d = HeaderF16(h);
       hn::Vec<decltype(df)> mins[kMinVecs];
       if constexpr (C::kMins) BlockMins(df, h, mins);
+      if constexpr (C::kOffsetSums) {
+        VI16 neg[16 / (kL / 2)];
+        C::OffsetScales(h, neg);
+        for (int t = 0; t < T; ++t) {
+          acc[r][t] = C::TakeOffset(neg, a.sub_sums + (t0 + t) * (w.k / 16) + b * 16, acc[r][t]);
+        }
+      }
       for (int t = 0; t < T; ++t) {
         const float as = a.scale[(t0 + t) * a.blocks + b];
         facc[r][t] = hn::MulAdd(hn::ConvertTo(df, acc[r][t]), hn::Set(df, d * as), facc[r][t]);
@@ -483,6 +513,18 @@ void GroupActs(const int8_t* codes, const float* scales, int n, int64_t k, int64
   }
 }
 
+// Every token's sum of each 16 activation codes (q6k's and q3k's offsets).
+void SubSums(const int8_t* codes, int n, int64_t k, std::vector<int16_t>& out) {
+  out.resize(static_cast<size_t>(n * (k / 16)));
+  const hn::CappedTag<int8_t, 8> d8;
+  const hn::Rebind<int16_t, decltype(d8)> d16;
+  for (int64_t i = 0; i < n * (k / 16); ++i) {
+    auto acc = hn::Zero(d16);
+    for (size_t j = 0; j < 16; j += hn::Lanes(d8)) acc = hn::Add(acc, hn::PromoteTo(d16, hn::LoadU(d8, codes + i * 16 + j)));
+    out[static_cast<size_t>(i)] = hn::GetLane(hn::SumOfLanes(d16, acc));
+  }
+}
+
 // As MatmulKind and MatmulPrefill: decode reads two far streams per
 // thread; batches go in chunks of tokens kept in L2, tiles of 4, 2 and 1
 // tokens over blocks of rows kept in L2 (the block tile keeps twice the
@@ -494,6 +536,7 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
   constexpr bool kMins = K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ41 || K == CodeKind::kQ51;
   thread_local std::vector<int8_t> scratch, codes;
   thread_local std::vector<float> group_acts;
+  thread_local std::vector<int16_t> sub_sums;
   thread_local std::vector<int32_t> block_sums;
   thread_local std::vector<float> scales;
   const int64_t block = act_block(K), nb = in.k / block;
@@ -508,7 +551,8 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
     for (int t = 0; t < in.n; ++t) std::fill_n(&scales[static_cast<size_t>(t * nb)], nb, in.scale[t]);
   }
   if constexpr (kMins) GroupActs(q, scales.data(), in.n, in.k, block, group_acts);
-  const BlockActs acts{scales.data(), group_acts.data(), nb};
+  if constexpr (BlockCodes<K>::kOffsetSums) SubSums(q, in.n, in.k, sub_sums);
+  const BlockActs acts{scales.data(), group_acts.data(), sub_sums.data(), nb};
   QuantActs a = in;  // the codes the tiles read
   a.q = q;
   if (a.n == 1) {
