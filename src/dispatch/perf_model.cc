@@ -201,6 +201,7 @@ KernelKind kernel_kind(const MatmulOp& op, bool i8s_high_only) {
     case Tier::kI6: return KernelKind::kI6;
     // The carried K-quants are costed as the per-channel kernels of their
     // width (not calibrated on their own yet: they read 0-8 % more bytes).
+    case Tier::kQ2k:
     case Tier::kQ3k:
     case Tier::kQ4k: return KernelKind::kI4;
     case Tier::kQ5k: return KernelKind::kI5;

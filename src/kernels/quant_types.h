@@ -22,6 +22,7 @@
 //   kQ5k   w = d * sc[j / 32] * five-bit code - dmin * m[j / 32]
 //   kQ6k   w = d * sc[j / 16] * (six-bit code - 32)
 //   kQ3k   w = d * sc[j / 16] * (three-bit code - 4)
+//   kQ2k   w = d * sc[j / 16] * two-bit code - dmin * m[j / 16]   (sc, m nibbles)
 //   kQ80   w = d * int8 code                  (d per 32 weights, as below)
 //   kQ40   w = d * (nibble - 8)
 //   kQ41   w = d * nibble + m
@@ -44,7 +45,7 @@
 
 namespace ork {
 
-enum class CodeKind { kI4, kNf4, kI5, kI6, kI8, kI8s, kQ4k, kQ6k, kQ5k, kQ80, kQ40, kQ41, kQ50, kQ51, kIq4nl, kIq4xs, kQ3k };
+enum class CodeKind { kI4, kNf4, kI5, kI6, kI8, kI8s, kQ4k, kQ6k, kQ5k, kQ80, kQ40, kQ41, kQ50, kQ51, kIq4nl, kIq4xs, kQ3k, kQ2k };
 
 // The block kinds: the carried tiers (quant/tier.h), one kind each.
 inline bool block_kind(CodeKind kind) { return static_cast<int>(kind) >= static_cast<int>(CodeKind::kQ4k); }
@@ -61,6 +62,7 @@ inline Tier block_tier(CodeKind kind) {
     case CodeKind::kIq4nl: return Tier::kIq4nl;
     case CodeKind::kIq4xs: return Tier::kIq4xs;
     case CodeKind::kQ3k: return Tier::kQ3k;
+    case CodeKind::kQ2k: return Tier::kQ2k;
     default: return Tier::kF32;
   }
 }

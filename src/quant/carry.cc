@@ -12,6 +12,7 @@ constexpr int64_t kQ6kSourceBytes = 210;  // ql[128], qh[64], scales[16], d
 constexpr int64_t kQ5kSourceBytes = 176;  // d, dmin, scales[12], qh[32], qs[128]
 constexpr int64_t kIq4xsSourceBytes = 136;  // d, scales_h, scales_l[4], qs[128]
 constexpr int64_t kQ3kSourceBytes = 110;    // hmask[32], qs[64], scales[12], d
+constexpr int64_t kQ2kSourceBytes = 84;     // scales[16], qs[64], d, dmin
 
 // Q4_K's eight (scale, min) pairs, 6 bits each, packed in 12 bytes.
 void unpack_scale_min(const uint8_t* q, int j, uint8_t* sc, uint8_t* m) {
@@ -142,6 +143,22 @@ void carry_q3k_block(const uint8_t* b, uint8_t* low, uint8_t* bits, uint8_t* hea
   }
 }
 
+// One Q2_K super-block: weight 128 n + 32 j + l at 2j in qs[32 n + l], as
+// Q3_K's low bits; d, dmin and the sixteen (scale | min << 4) bytes as they are.
+void carry_q2k_block(const uint8_t* b, uint8_t* codes, uint8_t* /*bits*/, uint8_t* header) {
+  std::memcpy(header, b + 80, 4);  // d, dmin
+  std::memcpy(header + 4, b, 16);  // scales and mins, a nibble each
+  std::memset(codes, 0, kSuperBlock / 4);
+  const uint8_t* qs = b + 16;
+  for (int n = 0; n < 2; ++n) {
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) {
+        planes::set_q3k_low(codes, 128 * n + 32 * j + l, static_cast<uint8_t>((qs[32 * n + l] >> (2 * j)) & 3));
+      }
+    }
+  }
+}
+
 // The super-block types: bytes per source block and its carrier.
 struct SuperBlockSource {
   int64_t bytes = 0;
@@ -150,6 +167,7 @@ struct SuperBlockSource {
 SuperBlockSource super_block_source(Tier tier) {
   switch (tier) {
     case Tier::kQ3k: return {kQ3kSourceBytes, carry_q3k_block};
+    case Tier::kQ2k: return {kQ2kSourceBytes, carry_q2k_block};
     case Tier::kQ4k: return {kQ4kSourceBytes, carry_q4k_block};
     case Tier::kQ5k: return {kQ5kSourceBytes, carry_q5k_block};
     case Tier::kQ6k: return {kQ6kSourceBytes, carry_q6k_block};
@@ -204,6 +222,7 @@ void carry_block32(Tier tier, const uint8_t* b, uint8_t* codes, uint8_t* bits, u
 GgmlType carried_source(Tier tier) {
   switch (tier) {
     case Tier::kQ3k: return GgmlType::kQ3_K;
+    case Tier::kQ2k: return GgmlType::kQ2_K;
     case Tier::kQ4k: return GgmlType::kQ4_K;
     case Tier::kQ5k: return GgmlType::kQ5_K;
     case Tier::kQ6k: return GgmlType::kQ6_K;
@@ -236,6 +255,7 @@ std::optional<Tier> carrier_tier(GgmlType type, int64_t k) {
   if (type == GgmlType::kQ5_K) return Tier::kQ5k;
   if (type == GgmlType::kIQ4_XS) return Tier::kIq4xs;
   if (type == GgmlType::kQ3_K) return Tier::kQ3k;
+  if (type == GgmlType::kQ2_K) return Tier::kQ2k;
   return std::nullopt;
 }
 

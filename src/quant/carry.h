@@ -1,10 +1,10 @@
 // Carrying a GGUF quant into ork's own tiers without a second rounding:
-// a Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL or IQ4_XS
-// tensor's codes, sub-scales and block scales move unchanged into q3k,
+// a Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL or IQ4_XS
+// tensor's codes, sub-scales and block scales move unchanged into q2k, q3k,
 // q4k, ... (quant/tier.h), laid out in ork's nibble, bit and byte planes so
 // the CPU's kernels inflate them as they do i4, i5, i6 and i8. The carried
 // tensor dequantizes bit for bit to what llama.cpp's own dequantizer gives
-// for the source, at 3.5625 (q3k), 4.625 (q4k), 5.625 (q5k), 6.5625 (q6k)
+// for the source, at 2.625 (q2k, as Q2_K), 3.5625 (q3k), 4.625 (q4k), 5.625 (q5k), 6.5625 (q6k)
 // and 8.5 (q80) bits per weight against the source's 3.4375, 4.5, 5.5,
 // 6.5625 and 8.5 (the K-quants' sub-scales are kept unpacked).
 #pragma once

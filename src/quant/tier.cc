@@ -31,6 +31,7 @@ constexpr std::array<TierInfo, kTierCount> kTiers = {{
     {Tier::kIq4nl, "iq4nl", 4, false},
     {Tier::kIq4xs, "iq4xs", 4, false},
     {Tier::kQ3k, "q3k", 3, false},
+    {Tier::kQ2k, "q2k", 2, false},
 }};
 
 // Bytes per row of each plane: [first plane, second plane].
@@ -61,23 +62,6 @@ tiers::ConstRowPlanes row_planes(const TierTensor& t, int64_t r) {
 }  // namespace
 
 const TierInfo& tier_info(Tier tier) { return kTiers[static_cast<size_t>(tier)]; }
-
-CarriedLayout carried_layout(Tier tier) {
-  switch (tier) {
-    case Tier::kQ4k: return {kSuperBlock, kQ4kHeaderBytes, 0, 4};
-    case Tier::kQ5k: return {kSuperBlock, kQ4kHeaderBytes, 1, 4};
-    case Tier::kQ6k: return {kSuperBlock, kQ6kHeaderBytes, 2, 4};
-    case Tier::kQ3k: return {kSuperBlock, kQ6kHeaderBytes, 1, 2};
-    case Tier::kIq4xs: return {kSuperBlock, kIq4xsHeaderBytes, 0, 4};
-    case Tier::kQ80: return {32, 2, 0, 8};
-    case Tier::kQ40:
-    case Tier::kIq4nl: return {32, 2, 0, 4};
-    case Tier::kQ41: return {32, 4, 0, 4};
-    case Tier::kQ50: return {32, 2, 1, 4};
-    case Tier::kQ51: return {32, 4, 1, 4};
-    default: return {};
-  }
-}
 
 std::optional<Tier> tier_from_id(uint32_t id) {
   if (id >= kTierCount) return std::nullopt;
@@ -216,6 +200,7 @@ void dequantize_tier_row(const TierTensor& t, int64_t r, float* out) {
     case Tier::kQ5k: tiers::dequantize_q5k_row(in, s, k, out); return;
     case Tier::kIq4xs: tiers::dequantize_iq4xs_row(in, s, k, out); return;
     case Tier::kQ3k: tiers::dequantize_q3k_row(in, s, k, out); return;
+    case Tier::kQ2k: tiers::dequantize_q2k_row(in, s, k, out); return;
     default: tiers::dequantize_block32_row(t.tier, in, s, k, out); return;
   }
 }

@@ -32,8 +32,9 @@ enum class Tier : uint32_t {
   kIq4nl = 17, // IQ4_NL, carried; CPU only
   kIq4xs = 18, // IQ4_XS, carried; CPU only
   kQ3k = 19,  // Q3_K, carried; CPU only
+  kQ2k = 20,  // Q2_K, carried; CPU only
 };
-inline constexpr uint32_t kTierCount = 20;
+inline constexpr uint32_t kTierCount = 21;
 
 struct TierInfo {
   Tier tier;
@@ -66,13 +67,14 @@ inline bool carried_tier(Tier tier) { return static_cast<uint32_t>(tier) >= stat
 //   q4k, q5k      256  f16 d, f16 dmin, uint8 sc[8], uint8 m[8]  (sc, m < 64)
 //   q6k           256  f16 d, int8 sc[16]
 //   q3k           256  f16 d, int8 sc[16]                         (sc in -32..31)
+//   q2k           256  f16 d, f16 dmin, uint8 sm[16]              (sc = low nibble, m = high)
 //   iq4xs         256  f16 d, int8 sc[8]                          (sc in -32..31)
 //   q80, q40, q50  32  f16 d
 //   q41, q51       32  f16 d, f16 m
 //   iq4nl          32  f16 d
 // Codes are stored unsigned as the source's are (q4k 0..15, q5k 0..31,
-// q6k 0..63, q3k 0..7, q40 0..15, q50 0..31, iq4nl and iq4xs a codebook
-// index), q80 as int8. q3k's low two bits are laid out for the SIMD
+// q6k 0..63, q3k 0..7, q2k 0..3, q40 0..15, q50 0..31, iq4nl and iq4xs a codebook
+// index), q80 as int8. q3k's low two bits (q2k's codes) are laid out for the SIMD
 // kernels' steps: each 64 weights (two groups g, g + 1) take 16 bytes, and
 // bits 2s, 2s + 1 of byte j hold weight j of group g (s = 0), j of g + 1
 // (s = 1), 16 + j of g (s = 2) and 16 + j of g + 1 (s = 3); its third bit is
@@ -81,13 +83,31 @@ struct CarriedLayout {
   int64_t block = 0;         // weights per header
   int64_t header_bytes = 0;  // per block
   int high_bits = 0;         // in plane 1, above plane 0's: 0, 1 or 2
-  int code_bits = 4;         // per weight in plane 0: 4, 8 (q80) or 2 (q3k)
+  int code_bits = 4;         // per weight in plane 0: 4, 8 (q80) or 2 (q3k, q2k)
 };
-CarriedLayout carried_layout(Tier tier);
 inline constexpr int64_t kSuperBlock = 256;
 inline constexpr int64_t kQ4kHeaderBytes = 20;
 inline constexpr int64_t kQ6kHeaderBytes = 18;
 inline constexpr int64_t kIq4xsHeaderBytes = 10;
+inline constexpr int64_t kQ2kHeaderBytes = 20;
+// Inline: the kernels ask for it per tile.
+inline constexpr CarriedLayout carried_layout(Tier tier) {
+  switch (tier) {
+    case Tier::kQ4k: return {kSuperBlock, kQ4kHeaderBytes, 0, 4};
+    case Tier::kQ5k: return {kSuperBlock, kQ4kHeaderBytes, 1, 4};
+    case Tier::kQ6k: return {kSuperBlock, kQ6kHeaderBytes, 2, 4};
+    case Tier::kQ3k: return {kSuperBlock, kQ6kHeaderBytes, 1, 2};
+    case Tier::kQ2k: return {kSuperBlock, kQ2kHeaderBytes, 0, 2};
+    case Tier::kIq4xs: return {kSuperBlock, kIq4xsHeaderBytes, 0, 4};
+    case Tier::kQ80: return {32, 2, 0, 8};
+    case Tier::kQ40:
+    case Tier::kIq4nl: return {32, 2, 0, 4};
+    case Tier::kQ41: return {32, 4, 0, 4};
+    case Tier::kQ50: return {32, 2, 1, 4};
+    case Tier::kQ51: return {32, 4, 1, 4};
+    default: return {};
+  }
+}
 // The block a carried tier's header covers.
 inline int64_t carried_block(Tier tier) { return carried_layout(tier).block; }
 // Bytes of a carried row's plane 0.

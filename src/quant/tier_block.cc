@@ -102,4 +102,17 @@ void dequantize_q3k_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
   }
 }
 
+void dequantize_q2k_row(ConstRowPlanes in, float scale, int64_t k, float* out) {
+  for (int64_t b = 0; b < k / kSuperBlock; ++b) {
+    const uint8_t* h = in.p1 + b * kQ2kHeaderBytes;
+    const float d = load_f16_at(h), dmin = load_f16_at(h + 2);
+    for (int64_t l = 0; l < kSuperBlock; ++l) {
+      const int64_t j = b * kSuperBlock + l;
+      const uint8_t sm = h[4 + l / 16];
+      const float dl = d * static_cast<float>(sm & 0xF), ml = dmin * static_cast<float>(sm >> 4);
+      out[j] = scale * (dl * static_cast<float>(planes::get_q3k_low(in.p0, j)) - ml);
+    }
+  }
+}
+
 }  // namespace ork::tiers

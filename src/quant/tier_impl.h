@@ -45,6 +45,7 @@ void dequantize_q5k_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 void dequantize_q6k_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 void dequantize_iq4xs_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 void dequantize_q3k_row(ConstRowPlanes in, float scale, int64_t k, float* out);
+void dequantize_q2k_row(ConstRowPlanes in, float scale, int64_t k, float* out);
 // q80, q40, q41, q50, q51, iq4nl: one f16 d (and m) per 32 weights.
 void dequantize_block32_row(Tier tier, ConstRowPlanes in, float scale, int64_t k, float* out);
 

@@ -51,6 +51,7 @@ const char* kind_name(CodeKind kind) {
     case CodeKind::kIq4nl: return "iq4nl";
     case CodeKind::kIq4xs: return "iq4xs";
     case CodeKind::kQ3k: return "q3k";
+    case CodeKind::kQ2k: return "q2k";
   }
   return "?";
 }
@@ -58,7 +59,7 @@ const char* kind_name(CodeKind kind) {
 constexpr CodeKind kKinds[] = {CodeKind::kI4, CodeKind::kNf4, CodeKind::kI5,
                                CodeKind::kI6, CodeKind::kI8,  CodeKind::kI8s};
 // The block kinds (the carried tiers).
-constexpr CodeKind kBlockKinds[] = {CodeKind::kQ3k, CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k,
+constexpr CodeKind kBlockKinds[] = {CodeKind::kQ2k, CodeKind::kQ3k, CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k,
                                     CodeKind::kQ80, CodeKind::kQ40, CodeKind::kQ41, CodeKind::kQ50,
                                     CodeKind::kQ51, CodeKind::kIq4nl, CodeKind::kIq4xs};
 
@@ -95,6 +96,7 @@ void make_headers_valid(RandomWeights& w, std::mt19937& rng) {
   const CarriedLayout l = carried_layout(block_tier(kind));
   const int64_t b1 = plane1_row_bytes(kind, w.view.k);
   const bool k_mins = kind == CodeKind::kQ4k || kind == CodeKind::kQ5k;
+  const bool two_scales = k_mins || kind == CodeKind::kQ2k;
   for (int64_t r = 0; r < w.view.rows; ++r) {
     w.scales[static_cast<size_t>(r)] = 1.0f;
     auto* headers = const_cast<uint8_t*>(w.view.p1) + r * b1 + block_headers_offset(kind, w.view.k);
@@ -102,7 +104,7 @@ void make_headers_valid(RandomWeights& w, std::mt19937& rng) {
       uint8_t* h = headers + b * l.header_bytes;
       const uint16_t d = f32_to_f16(scale(rng)), second = f32_to_f16(scale(rng));
       std::memcpy(h, &d, 2);
-      if (k_mins || l.header_bytes == 4) std::memcpy(h + 2, &second, 2);
+      if (two_scales || l.header_bytes == 4) std::memcpy(h + 2, &second, 2);
       for (int i = 4; k_mins && i < 20; ++i) h[i] &= 63;
       // q3k's sub-scales are six-bit less 32, as the orkpack reader checks.
       for (int i = 2; kind == CodeKind::kQ3k && i < 18; ++i) h[i] = static_cast<uint8_t>((h[i] & 63) - 32);
@@ -282,9 +284,13 @@ TEST_F(EveryTarget, BlockKindsExtremeCodesDoNotOverflow) {
       for (int64_t r = 0; r < 2; ++r) {
         auto* h = const_cast<uint8_t*>(w.view.p1) + r * b1 + block_headers_offset(kind, k);
         for (int64_t b = 0; b < k / kSuperBlock && !block32_kind(kind); ++b) {
-          uint8_t* sc = h + b * carried_layout(block_tier(kind)).header_bytes + (kind == CodeKind::kQ4k || kind == CodeKind::kQ5k ? 4 : 2);
-          const int n = kind == CodeKind::kQ6k || kind == CodeKind::kQ3k ? 16 : 8;
-          for (int i = 0; i < n; ++i) sc[i] = kind == CodeKind::kQ4k || kind == CodeKind::kQ5k ? 63 : (fill == 0x80 ? 0x80 : 0x7F);
+          const bool nibbles = kind == CodeKind::kQ2k;  // scale and min, 15 each at most
+          uint8_t* sc = h + b * carried_layout(block_tier(kind)).header_bytes +
+                        (kind == CodeKind::kQ4k || kind == CodeKind::kQ5k || nibbles ? 4 : 2);
+          const int n = kind == CodeKind::kQ6k || kind == CodeKind::kQ3k || nibbles ? 16 : 8;
+          for (int i = 0; i < n; ++i) {
+            sc[i] = nibbles ? 0xFF : kind == CodeKind::kQ4k || kind == CodeKind::kQ5k ? 63 : (fill == 0x80 ? 0x80 : 0x7F);
+          }
         }
       }
       for (int8_t av : {int8_t{127}, int8_t{-127}}) {
@@ -310,7 +316,7 @@ TEST_F(EveryTarget, BlockKindsExtremeCodesDoNotOverflow) {
 TEST_F(EveryTarget, DequantizeRowMatchesReference) {
   std::mt19937 rng(4);
   for (CodeKind kind : {CodeKind::kI4, CodeKind::kNf4, CodeKind::kI5, CodeKind::kI6, CodeKind::kI8, CodeKind::kI8s,
-                        CodeKind::kQ3k, CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80, CodeKind::kQ40,
+                        CodeKind::kQ2k, CodeKind::kQ3k, CodeKind::kQ4k, CodeKind::kQ5k, CodeKind::kQ6k, CodeKind::kQ80, CodeKind::kQ40,
                         CodeKind::kQ41, CodeKind::kQ50, CodeKind::kQ51, CodeKind::kIq4nl, CodeKind::kIq4xs}) {
     for (int64_t k : {32, 64, 96, 2048, 2080}) {
       if (block_kind(kind) && !block32_kind(kind) && k % kSuperBlock != 0) continue;

@@ -115,7 +115,7 @@ TEST_P(CarriedPackLogits, MatchLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KQuants, CarriedPackLogits,
-                         ::testing::Values(PackCase{"Q3_K_S", 0.0124f}, PackCase{"Q4_K_S", 0.022f}, PackCase{"Q5_K_S", 0.0095f}, PackCase{"Q6_K", 0.0101f},
+                         ::testing::Values(PackCase{"Q2_K", 0.0162f}, PackCase{"Q3_K_S", 0.0124f}, PackCase{"Q4_K_S", 0.022f}, PackCase{"Q5_K_S", 0.0095f}, PackCase{"Q6_K", 0.0101f},
                                            PackCase{"Q8_0", 0.0122f}, PackCase{"Q4_0", 0.022f}, PackCase{"Q4_1", 0.012f},
                                            PackCase{"Q5_0", 0.0097f}, PackCase{"Q5_1", 0.028f}, PackCase{"IQ4_NL", 0.0097f},
                                            PackCase{"IQ4_XS", 0.0096f}),

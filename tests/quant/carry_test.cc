@@ -62,7 +62,7 @@ TEST_P(CarryFixture, CarriedRowsAreLlamaCppsWeightsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KQuants, CarryFixture,
-                         ::testing::Values(Case{"Q3_K_S", Tier::kQ3k}, Case{"Q4_K_S", Tier::kQ4k}, Case{"Q5_K_S", Tier::kQ5k},
+                         ::testing::Values(Case{"Q2_K", Tier::kQ2k}, Case{"Q3_K_S", Tier::kQ3k}, Case{"Q4_K_S", Tier::kQ4k}, Case{"Q5_K_S", Tier::kQ5k},
                                            Case{"Q6_K", Tier::kQ6k}, Case{"Q8_0", Tier::kQ80}, Case{"Q4_0", Tier::kQ40},
                                            Case{"Q4_1", Tier::kQ41}, Case{"Q5_0", Tier::kQ50}, Case{"Q5_1", Tier::kQ51},
                                            Case{"IQ4_NL", Tier::kIq4nl}, Case{"IQ4_XS", Tier::kIq4xs}),
@@ -77,14 +77,14 @@ TEST(Carry, OnlyWholeBlocksOfCarriedTypes) {
   EXPECT_FALSE(carrier_tier(GgmlType::kQ4_K, 288).has_value());
   EXPECT_EQ(carrier_tier(GgmlType::kQ4_0, 96), Tier::kQ40);
   EXPECT_EQ(carrier_tier(GgmlType::kIQ4_NL, 32), Tier::kIq4nl);
-  EXPECT_FALSE(carrier_tier(GgmlType::kQ2_K, 512).has_value());
+  EXPECT_EQ(carrier_tier(GgmlType::kQ2_K, 512), Tier::kQ2k);
   EXPECT_EQ(carrier_tier(GgmlType::kIQ4_XS, 512), Tier::kIq4xs);
   EXPECT_EQ(carrier_tier(GgmlType::kQ3_K, 512), Tier::kQ3k);
   EXPECT_FALSE(carrier_tier(GgmlType::kQ3_K, 384).has_value());
   EXPECT_FALSE(carrier_tier(GgmlType::kF16, 512).has_value());
   std::vector<uint8_t> src(144), data(1024);
   float scale = 0;
-  const Status st = carry_rows(GgmlType::kQ2_K, src.data(), 1, 256, data.data(), &scale);
+  const Status st = carry_rows(GgmlType::kTQ1_0, src.data(), 1, 256, data.data(), &scale);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported);
 }
 

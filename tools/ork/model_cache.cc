@@ -23,7 +23,7 @@ namespace ork::cli {
 namespace {
 
 // Bumped whenever a conversion of the same source would come out different.
-constexpr int kConversionVersion = 3;  // 3: Q3_K carried (q3k)
+constexpr int kConversionVersion = 4;  // 3: Q3_K carried (q3k); 4: Q2_K (q2k)
 
 std::string stem_of(const std::string& path) {
   const size_t slash = path.find_last_of('/');

@@ -143,7 +143,7 @@ Status check_finite(const OrkpackTensor& e) {
       const CarriedLayout l = carried_layout(tier);
       const int64_t k = e.spec.k_stored, rows = e.spec.rows();
       const bool k_mins = tier == Tier::kQ4k || tier == Tier::kQ5k;
-      const int f16s = k_mins || l.header_bytes == 4 ? 2 : 1;
+      const int f16s = k_mins || tier == Tier::kQ2k || l.header_bytes == 4 ? 2 : 1;
       const int64_t before = carried_headers_offset(tier, k);
       const int64_t blocks = k / l.block;
       const uint8_t* plane1 = e.data + carried_code_bytes(tier, k) * rows;

@@ -29,8 +29,8 @@ alignas(16) constexpr int8_t kIq4nlTable[16] = {-127, -104, -83, -65, -49, -35, 
 // the high byte of the lane (0x80 zeroes the low one; a shift right by 8
 // then sign-extends it). Lane byte p of code vector `half` (c0, c1) of
 // step s covers group s * kStepGroups + p / 16, its first (c0) or second
-// (c1) 16 weights: q4k takes the group's scale, q6k and q3k the 16-weight
-// sub-block's.
+// (c1) 16 weights: q4k takes the group's scale, q6k, q3k and q2k the
+// 16-weight sub-block's.
 template <CodeKind K>
 struct BlockScaleTables {
   static constexpr int kSteps = static_cast<int>(kSuperBlock / 32 / kStepGroups);
@@ -40,7 +40,7 @@ struct BlockScaleTables {
       for (int half = 0; half < 2; ++half) {
         for (size_t p = 0; p < kL; ++p) {
           const int group = st * kStepGroups + static_cast<int>(p / 16);
-          const int sub = K == CodeKind::kQ6k || K == CodeKind::kQ3k ? 2 * group + half : group;  // per 16 weights
+          const int sub = K == CodeKind::kQ6k || K == CodeKind::kQ3k || K == CodeKind::kQ2k ? 2 * group + half : group;
           idx[st][half][p] = p % 2 == 0 ? 0x80 : static_cast<uint8_t>(sub);
         }
       }
@@ -103,26 +103,33 @@ alignas(32) constexpr uint8_t kUpperHalf[32] = {0,    0,    0,    0,    0,    0,
                                                 0,    0,    0,    0,    0,    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
                                                 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
 
-HWY_INLINE void LoadQ3kStep(const uint8_t* row0, const uint8_t* row1, int64_t g, VU8& c0, VU8& c1) {
+// The step's low two bits alone (q2k's whole codes).
+HWY_INLINE void LoadLow2Step(const uint8_t* row0, int64_t g, VU8& c0, VU8& c1) {
   const DU8 du;
   const auto three = hn::Set(du, 3);
   const auto v = hn::LoadDup128(du, row0 + (g / 2) * 16);
-  VU8 bits;
   if constexpr (kL == 32) {
     const auto upper = hn::MaskFromVec(hn::Load(du, kUpperHalf));
     c0 = hn::And(hn::IfThenElse(upper, hn::ShiftRight<2>(v), v), three);
     c1 = hn::And(hn::IfThenElse(upper, hn::ShiftRight<6>(v), hn::ShiftRight<4>(v)), three);
+  } else if (g % 2 == 0) {
+    c0 = hn::And(v, three);
+    c1 = hn::And(hn::ShiftRight<4>(v), three);
+  } else {
+    c0 = hn::And(hn::ShiftRight<2>(v), three);
+    c1 = hn::And(hn::ShiftRight<6>(v), three);
+  }
+}
+
+HWY_INLINE void LoadQ3kStep(const uint8_t* row0, const uint8_t* row1, int64_t g, VU8& c0, VU8& c1) {
+  const DU8 du;
+  LoadLow2Step(row0, g, c0, c1);
+  VU8 bits;
+  if constexpr (kL == 32) {
     uint64_t b;
     std::memcpy(&b, row1 + g * 4, 8);
     bits = hn::BitCast(du, hn::Set(hn::Repartition<uint64_t, DU8>(), b));
   } else {
-    if (g % 2 == 0) {
-      c0 = hn::And(v, three);
-      c1 = hn::And(hn::ShiftRight<4>(v), three);
-    } else {
-      c0 = hn::And(hn::ShiftRight<2>(v), three);
-      c1 = hn::And(hn::ShiftRight<6>(v), three);
-    }
     uint32_t b;
     std::memcpy(&b, row1 + g * 4, 4);
     bits = hn::BitCast(du, hn::Set(hn::Repartition<uint32_t, DU8>(), b));
@@ -137,23 +144,30 @@ struct BlockCodes {
   // q4k and q5k: a sub-scale and a min per 32 weights; iq4xs: a signed
   // sub-scale per 32 over codebook levels; q6k and q3k: one per 16.
   static constexpr bool kMins = K == CodeKind::kQ4k || K == CodeKind::kQ5k;
-  static constexpr bool kSub32 = K != CodeKind::kQ6k && K != CodeKind::kQ3k;
+  // q2k: a scale and a min per 16 weights, a nibble each.
+  static constexpr bool kSubMins = K == CodeKind::kQ2k;
+  static constexpr bool kSub32 = K != CodeKind::kQ6k && K != CodeKind::kQ3k && !kSubMins;
   static constexpr CodeKind kBase = K == CodeKind::kQ5k ? CodeKind::kI5 : K == CodeKind::kQ6k ? CodeKind::kI6 : CodeKind::kI4;
   using Base = Codes<kBase>;
-  static constexpr int64_t kHeader = kMins ? kQ4kHeaderBytes : kSub32 ? kIq4xsHeaderBytes : kQ6kHeaderBytes;
-  static constexpr int64_t kScalesAt = kMins ? 4 : 2;  // within a header
+  static constexpr int64_t kHeader = kMins      ? kQ4kHeaderBytes
+                                     : kSubMins ? kQ2kHeaderBytes
+                                     : kSub32   ? kIq4xsHeaderBytes
+                                                : kQ6kHeaderBytes;
+  static constexpr int64_t kScalesAt = kMins || kSubMins ? 4 : 2;  // within a header
   static constexpr int kOffset = K == CodeKind::kQ3k ? 4 : 32;  // q3k, q6k: unsigned codes less this
   // q6k and q3k multiply their unsigned codes (one maddubs, no sign
   // tricks) and take the offset off once per super-block: kOffset * the
   // sub-scales against each token's sums of 16 activations.
   static constexpr bool kOffsetSums = K == CodeKind::kQ6k || K == CodeKind::kQ3k;
   // Plane bytes of one row per step.
-  static constexpr int64_t kStep0 = K == CodeKind::kQ3k ? 8 * kStepGroups : kPlane0StepBytes<kBase>;
-  static constexpr int64_t kStep1 = K == CodeKind::kQ3k ? 4 * kStepGroups : kPlane1StepBytes<kBase>;
+  static constexpr int64_t kStep0 = K == CodeKind::kQ3k || kSubMins ? 8 * kStepGroups : kPlane0StepBytes<kBase>;
+  static constexpr int64_t kStep1 = K == CodeKind::kQ3k ? 4 * kStepGroups : kSubMins ? 0 : kPlane1StepBytes<kBase>;
 
   static HWY_INLINE void LoadStep(const uint8_t* row0, const uint8_t* row1, int64_t g, VU8& c0, VU8& c1) {
     if constexpr (K == CodeKind::kQ3k) {
       LoadQ3kStep(row0, row1, g, c0, c1);
+    } else if constexpr (kSubMins) {
+      LoadLow2Step(row0, g, c0, c1);
     } else {
       Base::LoadStep(row0, row1, g, c0, c1);
     }
@@ -161,13 +175,13 @@ struct BlockCodes {
 
   // Pair sums of the step's two code vectors against their activations.
   static HWY_INLINE void Pairs(VU8 c, VI8 a, VI16& p) {
-    if constexpr (kMins) {
+    if constexpr (kMins || kSubMins) {
       p = PairsUnsigned(c, a);
     } else if constexpr (K == CodeKind::kIq4xs) {
       const auto table = hn::LoadDup128(DU8(), reinterpret_cast<const uint8_t*>(kIq4nlTable));
       p = PairsSigned(hn::BitCast(DI8(), hn::TableLookupBytes(table, c)), a);
     } else {
-      static_assert(kOffsetSums);
+      static_assert(kOffsetSums, "signed codes with an offset");
       p = PairsUnsigned(c, a);  // 2 * 63 * 127 < 2^15
     }
   }
@@ -178,6 +192,22 @@ struct BlockCodes {
   static HWY_INLINE VI32 TakeOffset(const VI16* neg, const int16_t* sums, VI32 acc) {
     const DI16 d16;
     for (size_t i = 0; i * hn::Lanes(d16) < 16; ++i) acc = ScaledWidenAdd(hn::LoadU(d16, sums + i * hn::Lanes(d16)), neg[i], acc);
+    return acc;
+  }
+  // q2k's sixteen mins (the high nibbles) as int16, and their sum against a
+  // token's sixteen activation sums.
+  static HWY_INLINE void SubMins(const uint8_t* header, VI16* m) {
+    const DI16 d16;
+    const hn::Rebind<uint8_t, DI16> d8;
+    for (size_t i = 0; i * hn::Lanes(d16) < 16; ++i) {
+      m[i] = hn::BitCast(d16, hn::PromoteTo(hn::Rebind<uint16_t, decltype(d8)>(),
+                                            hn::ShiftRight<4>(hn::LoadU(d8, header + kScalesAt + i * hn::Lanes(d16)))));
+    }
+  }
+  static HWY_INLINE VI32 MinsOf(const VI16* m, const int16_t* sums) {
+    const DI16 d16;
+    VI32 acc = hn::Zero(DI32());
+    for (size_t i = 0; i * hn::Lanes(d16) < 16; ++i) acc = ScaledWidenAdd(hn::LoadU(d16, sums + i * hn::Lanes(d16)), m[i], acc);
     return acc;
   }
   static HWY_INLINE void OffsetScales(const uint8_t* header, VI16* neg) {
@@ -196,6 +226,8 @@ struct BlockCodes {
       uint64_t v;
       std::memcpy(&v, header + kScalesAt, 8);
       return hn::BitCast(du, hn::Set(hn::Repartition<uint64_t, DU8>(), v));
+    } else if constexpr (kSubMins) {
+      return hn::And(hn::LoadDup128(du, header + kScalesAt), hn::Set(du, 0x0F));  // the scale nibbles
     } else {
       return hn::LoadDup128(du, header + kScalesAt);
     }
@@ -306,9 +338,16 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
           acc[r][t] = C::TakeOffset(neg, a.sub_sums + (t0 + t) * (w.k / 16) + b * 16, acc[r][t]);
         }
       }
+      VI16 m16[16 / (kL / 2)];
+      if constexpr (C::kSubMins) C::SubMins(h, m16);
       for (int t = 0; t < T; ++t) {
         const float as = a.scale[(t0 + t) * a.blocks + b];
         facc[r][t] = hn::MulAdd(hn::ConvertTo(df, acc[r][t]), hn::Set(df, d * as), facc[r][t]);
+        if constexpr (C::kSubMins) {
+          // q2k: dmin * as * (the sixteen mins against the token's sums of 16).
+          const VI32 mi = C::MinsOf(m16, a.sub_sums + (t0 + t) * (w.k / 16) + b * 16);
+          facc[r][t] = hn::NegMulAdd(hn::ConvertTo(df, mi), hn::Set(df, HeaderF16(h + 2) * as), facc[r][t]);
+        }
         if constexpr (C::kMins) {
           const float* ga = a.group_acts + (t0 + t) * (w.k / 32) + b * 8;
           for (int i = 0; i < kMinVecs; ++i) facc[r][t] = hn::NegMulAdd(mins[i], hn::LoadU(df, ga + i * kFloatLanes), facc[r][t]);
@@ -551,7 +590,7 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
     for (int t = 0; t < in.n; ++t) std::fill_n(&scales[static_cast<size_t>(t * nb)], nb, in.scale[t]);
   }
   if constexpr (kMins) GroupActs(q, scales.data(), in.n, in.k, block, group_acts);
-  if constexpr (BlockCodes<K>::kOffsetSums) SubSums(q, in.n, in.k, sub_sums);
+  if constexpr (BlockCodes<K>::kOffsetSums || BlockCodes<K>::kSubMins) SubSums(q, in.n, in.k, sub_sums);
   const BlockActs acts{scales.data(), group_acts.data(), sub_sums.data(), nb};
   QuantActs a = in;  // the codes the tiles read
   a.q = q;

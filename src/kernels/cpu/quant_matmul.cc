@@ -702,6 +702,7 @@ void MatmulAnyKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
     case CodeKind::kIq4nl: return MatmulBlockKind<CodeKind::kIq4nl>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kIq4xs: return MatmulBlockKind<CodeKind::kIq4xs>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ3k: return MatmulBlockKind<CodeKind::kQ3k>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ2k: return MatmulBlockKind<CodeKind::kQ2k>(w, a, y, ldy, row_begin, row_end);
   }
 }
 

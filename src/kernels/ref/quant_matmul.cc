@@ -37,6 +37,7 @@ QuantWeights quant_weights(const TierTensor& t, bool i8s_high_only) {
     case Tier::kIq4nl: w.kind = CodeKind::kIq4nl; break;
     case Tier::kIq4xs: w.kind = CodeKind::kIq4xs; break;
     case Tier::kQ3k: w.kind = CodeKind::kQ3k; break;
+    case Tier::kQ2k: w.kind = CodeKind::kQ2k; break;
     default: return {};  // float tiers have no integer view
   }
   // Plane 1 of every row follows plane 0 of every row.
@@ -88,6 +89,7 @@ int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j) {
     case CodeKind::kQ4k: return planes::get_nibble(row0, j);
     case CodeKind::kQ6k: return (planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 2) << 4)) - 32;
     case CodeKind::kQ3k: return (planes::get_q3k_low(row0, j) | (planes::get_bits(row1, j, 1) << 2)) - 4;
+    case CodeKind::kQ2k: return planes::get_q3k_low(row0, j);
     case CodeKind::kQ5k: return planes::get_nibble(row0, j) | (planes::get_bits(row1, j, 1) << 4);
     case CodeKind::kQ80: return static_cast<int8_t>(row0[j]);
     case CodeKind::kQ40: return planes::get_nibble(row0, j) - 8;
@@ -129,6 +131,11 @@ void dequantize_block_row(const QuantWeights& w, int64_t r, float* out) {
       } else if (w.kind == CodeKind::kIq4xs) {
         const uint8_t* h = headers + b * kIq4xsHeaderBytes;
         out[j] = scale * (load_f16_at(h) * static_cast<float>(static_cast<int8_t>(h[2 + l / 32])) * q);
+      } else if (w.kind == CodeKind::kQ2k) {
+        const uint8_t* h = headers + b * kQ2kHeaderBytes;
+        const uint8_t sm = h[4 + l / 16];
+        const float dl = load_f16_at(h) * static_cast<float>(sm & 0xF), ml = load_f16_at(h + 2) * static_cast<float>(sm >> 4);
+        out[j] = scale * (dl * q - ml);
       } else {
         const Q4kHeader h = q4k_header(headers, b);
         out[j] = scale * (h.d * static_cast<float>(h.sc[l / 32]) * q - h.dmin * static_cast<float>(h.m[l / 32]));
@@ -159,7 +166,8 @@ float block_row_dot(const QuantWeights& w, int64_t r, const int8_t* a, const flo
     return acc;
   }
   const bool mins = w.kind == CodeKind::kQ4k || w.kind == CodeKind::kQ5k;
-  const int64_t sub = w.kind == CodeKind::kQ6k || w.kind == CodeKind::kQ3k ? 16 : 32;
+  const bool q2k = w.kind == CodeKind::kQ2k;
+  const int64_t sub = w.kind == CodeKind::kQ6k || w.kind == CodeKind::kQ3k || q2k ? 16 : 32;
   float acc = 0.0f;
   for (int64_t b = 0; b < w.k / kSuperBlock; ++b) {
     int32_t isum = 0, msum = 0;
@@ -174,15 +182,19 @@ float block_row_dot(const QuantWeights& w, int64_t r, const int8_t* a, const flo
         const Q4kHeader h = q4k_header(headers, b);
         isum += h.sc[s] * dot;
         msum += h.m[s] * asum;
+      } else if (q2k) {
+        const uint8_t sm = headers[b * kQ2kHeaderBytes + 4 + s];
+        isum += (sm & 0xF) * dot;
+        msum += (sm >> 4) * asum;
       } else if (w.kind == CodeKind::kIq4xs) {
         isum += static_cast<int8_t>(headers[b * kIq4xsHeaderBytes + 2 + s]) * dot;
       } else {
         isum += q6k_header(headers, b).sc[s] * dot;
       }
     }
-    if (mins) {
-      const Q4kHeader h = q4k_header(headers, b);
-      acc += h.d * as[b] * static_cast<float>(isum) - h.dmin * as[b] * static_cast<float>(msum);
+    if (mins || q2k) {
+      const uint8_t* h = headers + b * (q2k ? kQ2kHeaderBytes : kQ4kHeaderBytes);
+      acc += load_f16_at(h) * as[b] * static_cast<float>(isum) - load_f16_at(h + 2) * as[b] * static_cast<float>(msum);
     } else if (w.kind == CodeKind::kIq4xs) {
       acc += load_f16_at(headers + b * kIq4xsHeaderBytes) * as[b] * static_cast<float>(isum);
     } else {
