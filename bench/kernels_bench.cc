@@ -78,7 +78,7 @@ struct Setup {
 
 // Names by CodeKind.
 const char* kKindNames[] = {"i4", "nf4", "i5", "i6", "i8", "i8s", "q4k", "q6k", "q5k", "q80",
-                            "q40", "q41", "q50", "q51", "iq4nl", "iq4xs"};
+                            "q40", "q41", "q50", "q51", "iq4nl", "iq4xs", "q3k", "q2k"};
 
 // args: kind, M, K; rows: 128 Mi weights for M <= 8 (decode, and the
 // server's slots decoding together: far beyond the caches), 512 K-wide
@@ -101,7 +101,7 @@ void BM_QuantMatmul(benchmark::State& state) {
 }
 
 BENCHMARK(BM_QuantMatmul)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15}, {1, 2, 4, 8, 16, 64}, {768, 2048, 8192}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, 17}, {1, 2, 4, 8, 16, 64}, {768, 2048, 8192}})
     ->ArgNames({"kind", "M", "K"})
     ->Unit(benchmark::kMicrosecond);
 
