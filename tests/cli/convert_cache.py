@@ -50,6 +50,30 @@ def writer_of(path):
     return None
 
 
+def parent_of(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def holds_only(pid, temp):
+    """Whether `pid` holds only `temp` and /dev/null open; it closes the rest as it starts, so look for 0.2 s."""
+    deadline = time.time() + 0.2
+    while True:
+        try:
+            held = set(os.readlink("/proc/%d/fd/%s" % (pid, f)) for f in os.listdir("/proc/%d/fd" % pid))
+        except OSError:
+            return True  # gone (finished) before it could be looked at
+        if held <= {temp, "/dev/null"}:
+            return True
+        if time.time() > deadline:
+            print("writer %d holds %s" % (pid, sorted(held)))
+            return False
+        time.sleep(0.005)
+
+
 def check(cond, what, out=""):
     if not cond:
         print("FAIL:", what)
@@ -141,7 +165,8 @@ def main():
         caught = 0
         for attempt in range(8):
             new_identity()
-            p = subprocess.Popen([ork, "run", "-m", big, "-n", "1"], env=env, stdout=subprocess.DEVNULL,
+            # stdout a pipe, as in out=$(ork run ...): the writer must not hold it.
+            p = subprocess.Popen([ork, "run", "-m", big, "-n", "1"], env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL)
             deadline = time.time() + 60
             killed = False
@@ -150,6 +175,9 @@ def main():
                 if temps:
                     pid = writer_of(os.path.join(cache, temps[0]))
                     if pid is not None and pid != p.pid:
+                        if parent_of(pid) != p.pid:  # the writer itself, not the fork between
+                            check(holds_only(pid, os.path.join(cache, temps[0])),
+                                  "the writer holds nothing of ork's but its temporary (no pipe, no socket)")
                         try:
                             os.kill(pid, signal.SIGKILL)
                             killed = True
@@ -158,7 +186,7 @@ def main():
                 elif trusted():
                     break  # it finished first
                 time.sleep(0.0005)
-            p.wait(timeout=60)
+            p.communicate(timeout=60)
             check(p.returncode == 0, "ork itself runs on while its writer dies (rc %s)" % p.returncode)
             if killed:
                 time.sleep(0.2)

@@ -30,6 +30,19 @@ std::string base_of(const std::string& path) {
 // fork of a process that has other threads).
 [[noreturn]] void write_and_publish(int fd, const uint8_t* data, size_t size, const char* temp, const char* entry,
                                     const char* dir) {
+  // Nothing of ork's but the image and the temporary: a pipe ork writes to
+  // (`out=$(ork run ...)`) must see its end when ork exits, not when the
+  // entry is saved; nor may a socket stay bound.
+  const int null = open("/dev/null", O_RDWR);
+  if (null >= 0) {
+    (void)dup2(null, 0);
+    (void)dup2(null, 1);
+    (void)dup2(null, 2);
+    if (null > 2) (void)close(null);
+  }
+  for (int other = 3; other < 4096; ++other) {
+    if (other != fd) (void)close(other);
+  }
   (void)setpriority(PRIO_PROCESS, 0, 10);  // the model's threads come first
   for (size_t off = 0; off < size;) {
     const ssize_t n = pwrite(fd, data + off, size - off < (size_t{64} << 20) ? size - off : size_t{64} << 20,
