@@ -14,6 +14,13 @@ Q=$TD/fixtures/quality
 mkdir -p "$OUT"
 export ORK_CACHE_DIR=$OUT/cache
 
+wait_for_writer() {  # the detached writer's temporary gone (bounded): its entry is what we size
+  for _ in $(seq 1 600); do
+    ls -a "$ORK_CACHE_DIR" 2>/dev/null | grep -q '\.ork-' || return 0
+    sleep 0.2
+  done
+}
+
 row() {  # model-file kl-base text
   local r
   r=$("$ORK" ppl -m "$1" -f "$3" -c 128 --kl-base "$2" 2>&1)
@@ -22,6 +29,7 @@ row() {  # model-file kl-base text
   kld=$(echo "$r" | awk '/Mean KLD/{print $3, $4, $5}')
   top=$(echo "$r" | awk '/Same top-1/{print $3}')
   local entry
+  wait_for_writer
   entry=$(ls -t "$ORK_CACHE_DIR"/*.orkpack | head -1)
   printf "| %s | %d | %d | %s | %s | %s |\n" "$(basename "$1" .gguf)" "$(stat -c %s "$1")" "$(stat -c %s "$entry")" "$ppl" "$kld" "$top"
 }
