@@ -36,18 +36,24 @@ def wait_for_writer(cache, timeout=60):
     raise SystemExit("FAIL: the cache writer did not finish in %d s: %s" % (timeout, entries(cache)))
 
 
-def writer_of(path):
-    """The pid of a process (other than this one) holding `path` open, or None."""
+def holders_of(path):
+    """The pids of the processes (other than this one) holding `path` open."""
+    out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
-            for fd in os.listdir("/proc/%s/fd" % pid):
-                if os.readlink("/proc/%s/fd/%s" % (pid, fd)) == path:
-                    return int(pid)
+            if any(os.readlink("/proc/%s/fd/%s" % (pid, fd)) == path for fd in os.listdir("/proc/%s/fd" % pid)):
+                out.append(int(pid))
         except OSError:
             continue
-    return None
+    return out
+
+
+def writer_of(path):
+    """A process (other than this one) holding `path` open, or None."""
+    holders = holders_of(path)
+    return holders[0] if holders else None
 
 
 def parent_of(pid):
@@ -173,11 +179,13 @@ def main():
             while time.time() < deadline and not killed:
                 temps = [e for e in entries(cache) if ".orkpack.ork-" in e]
                 if temps:
-                    pid = writer_of(os.path.join(cache, temps[0]))
-                    if pid is not None and pid != p.pid:
-                        if parent_of(pid) != p.pid:  # the writer itself, not the fork between
-                            check(holds_only(pid, os.path.join(cache, temps[0])),
-                                  "the writer holds nothing of ork's but its temporary (no pipe, no socket)")
+                    # The writer itself: neither ork nor the short-lived fork between them.
+                    writers = [h for h in holders_of(os.path.join(cache, temps[0]))
+                               if h != p.pid and parent_of(h) != p.pid]
+                    if writers:
+                        pid = writers[0]
+                        check(holds_only(pid, os.path.join(cache, temps[0])),
+                              "the writer holds nothing of ork's but its temporary (no pipe, no socket)")
                         try:
                             os.kill(pid, signal.SIGKILL)
                             killed = True
