@@ -250,6 +250,25 @@ struct BlockActs {
   int64_t blocks = 0;                 // per token
 };
 
+// The R rows a block kind's tile reads (rows r0 + r * stride): their two
+// planes and where their headers start, and the planes' bytes per row.
+template <CodeKind K, int R>
+struct BlockRows {
+  int64_t b0, b1;
+  const uint8_t* row0[R];
+  const uint8_t* row1[R];
+  const uint8_t* headers[R];
+  HWY_INLINE BlockRows(const QuantWeights& w, int64_t r0, int64_t stride)
+      : b0(plane0_row_bytes(K, w.k)), b1(plane1_row_bytes(K, w.k)) {
+    const int64_t headers_at = block_headers_offset(K, w.k);
+    for (int r = 0; r < R; ++r) {
+      row0[r] = w.p0 + (r0 + r * stride) * b0;
+      row1[r] = w.p1 + (r0 + r * stride) * b1;
+      headers[r] = row1[r] + headers_at;
+    }
+  }
+};
+
 template <CodeKind K, int R, int T, bool kFar = false>
 HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
                             float* y, int64_t ldy, int64_t stride = 1) {
@@ -258,16 +277,11 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
   const DI8 di;
   const DI32 d32;
   const hn::Repartition<float, DI32> df;
-  const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
-  const int64_t headers_at = block_headers_offset(K, w.k);
-  const uint8_t* row0[R];
-  const uint8_t* row1[R];
-  const uint8_t* headers[R];
-  for (int r = 0; r < R; ++r) {
-    row0[r] = w.p0 + (r0 + r * stride) * b0;
-    row1[r] = w.p1 + (r0 + r * stride) * b1;
-    headers[r] = row1[r] + headers_at;
-  }
+  const BlockRows<K, R> rows(w, r0, stride);
+  const int64_t b0 = rows.b0, b1 = rows.b1;
+  const auto& row0 = rows.row0;
+  const auto& row1 = rows.row1;
+  const auto& headers = rows.headers;
   constexpr int64_t step0 = C::kStep0, step1 = C::kStep1;
   const int64_t ahead = kFar ? 0 : std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1)));
   const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
@@ -419,16 +433,11 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
   const DI8 di;
   const DI32 d32;
   const hn::Repartition<float, DI32> df;
-  const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
-  const int64_t headers_at = block_headers_offset(K, w.k);
-  const uint8_t* row0[R];
-  const uint8_t* row1[R];
-  const uint8_t* hd[R];
-  for (int r = 0; r < R; ++r) {
-    row0[r] = w.p0 + (r0 + r * stride) * b0;
-    row1[r] = w.p1 + (r0 + r * stride) * b1;
-    hd[r] = row1[r] + headers_at;
-  }
+  const BlockRows<K, R> rows(w, r0, stride);
+  const int64_t b0 = rows.b0, b1 = rows.b1;
+  const auto& row0 = rows.row0;
+  const auto& row1 = rows.row1;
+  const auto& hd = rows.headers;
   constexpr int64_t step0 = kPlane0StepBytes<C::kBase>, step1 = kPlane1StepBytes<C::kBase>;
   const int64_t ahead = kFar ? 0 : std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1)));
   const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
