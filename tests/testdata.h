@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -25,6 +27,15 @@ inline std::vector<float> read_floats_text(const std::string& path) {
   float v;
   while (in >> v) out.push_back(v);
   return out;
+}
+
+// Whitespace-separated token ids (a fixture's prompt_ids, greedy ids).
+inline std::vector<int32_t> read_ids(const std::string& path) {
+  std::vector<int32_t> ids;
+  std::ifstream in(path);
+  int32_t v;
+  while (in >> v) ids.push_back(v);
+  return ids;
 }
 
 inline std::vector<float> read_f32_raw(const std::string& path) {

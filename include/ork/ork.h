@@ -91,7 +91,9 @@ ork_status ork_session_eval(ork_session* session, const ork_token* tokens, int32
 /* The last evaluated token's next-token scores: n_vocab floats, valid
  * until the next call on this session. NULL before any eval. */
 const float* ork_session_logits(const ork_session* session);
-/* Forgets the cache from position n_past on. */
+/* Forgets the cache from position n_past on. A hybrid model (lfm2) may keep
+ * fewer positions (0) when its short convolutions no longer hold their
+ * inputs at n_past: ork_session_n_past tells how many remain. */
 void ork_session_truncate(ork_session* session, int32_t n_past);
 /* The cache (its tokens and KV state) to a file, written safely (a
  * temporary renamed into place), and back into a session of the same

@@ -193,8 +193,10 @@ class Session {
   // the last one's next-token scores (n_vocab floats).
   Status eval(std::span<const int32_t> tokens);
   std::span<const float> logits() const;
-  // Forgets positions from n onwards.
-  void truncate(int n);
+  // Forgets positions from n onwards and returns the positions kept: n, or
+  // fewer (0) for a hybrid model (lfm2) whose short convolutions no longer
+  // hold their inputs at n; evaluate tokens() from there on.
+  int truncate(int n);
   // Several sessions of one model evaluated as one batch (continuous
   // batching): sessions[i] takes tokens[i] at its own positions, and its
   // logits() then hold its last token's scores. The weights stream once

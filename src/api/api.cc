@@ -253,10 +253,10 @@ Status Session::eval_together(std::span<Session* const> sessions, std::span<cons
   return Status::ok();
 }
 
-void Session::truncate(int n) {
-  n = std::clamp(n, 0, n_past());
-  impl_->ctx->truncate(n);
+int Session::truncate(int n) {
+  n = impl_->ctx->truncate(std::clamp(n, 0, n_past()));
   impl_->tokens.resize(static_cast<size_t>(n));
+  return n;
 }
 
 namespace {
@@ -284,7 +284,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, Sample
   size_t keep = 0;
   while (keep < impl_->tokens.size() && keep < prompt.size() && impl_->tokens[keep] == prompt[keep]) ++keep;
   if (keep == prompt.size()) --keep;
-  truncate(static_cast<int>(keep));
+  keep = static_cast<size_t>(truncate(static_cast<int>(keep)));
   const auto t0 = std::chrono::steady_clock::now();
   ORK_RETURN_IF_ERROR(eval(prompt.subspan(keep)));
   r.prompt_evaluated = static_cast<int>(prompt.size() - keep);

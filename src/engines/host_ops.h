@@ -1,5 +1,6 @@
 // The ops of a forward pass that are not matmuls - norms, RoPE, SwiGLU,
-// attention over the KV cache, embedding lookups - as the model sees them.
+// attention over the KV cache, short convolutions, embedding lookups - as
+// the model sees them.
 // Only the CPU runs them (the NPU's datapath is the matmul); the CPU engine
 // implements this on its SIMD kernels or, when set to, on the scalar
 // reference, so the model never names a kernel.
@@ -50,6 +51,9 @@ class HostOps {
   // n floats to f16, for the fast path's KV cache.
   virtual void to_f16(const float* x, int64_t n, uint16_t* out) = 0;
   virtual void attention(const AttentionArgs& a) = 0;
+  // LFM2's gated short convolution of n tokens (ref::short_conv).
+  virtual void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history,
+                          float* u, float* out) = 0;
   // Row `token` of an embedding matrix (w.cols floats).
   virtual void embed(const WeightView& w, int32_t token, float* out) = 0;
 };

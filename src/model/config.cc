@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <array>
 
 namespace ork {
@@ -10,10 +11,12 @@ extern const ArchSpec kArchQwen3;
 extern const ArchSpec kArchQwen2Moe;
 extern const ArchSpec kArchQwen3Moe;
 extern const ArchSpec kArchOlmoe;
+extern const ArchSpec kArchLfm2;
+extern const ArchSpec kArchLfm2Moe;
 
 namespace {
-const std::array<const ArchSpec*, 6> kArchs = {&kArchLlama, &kArchQwen2, &kArchQwen3,
-                                               &kArchQwen2Moe, &kArchQwen3Moe, &kArchOlmoe};
+const std::array<const ArchSpec*, 8> kArchs = {&kArchLlama, &kArchQwen2,  &kArchQwen3, &kArchQwen2Moe,
+                                               &kArchQwen3Moe, &kArchOlmoe, &kArchLfm2, &kArchLfm2Moe};
 }
 
 const ArchSpec* find_arch(const std::string& name) {
@@ -34,6 +37,64 @@ namespace {
 Status require_positive(const GgufFile& gguf, const std::string& key, int64_t value, int64_t max) {
   if (value <= 0 || value > max) {
     return error(StatusCode::kCorrupt, "{}: metadata '{}' = {} is out of range (1..{})", gguf.path(), key, value, max);
+  }
+  return Status::ok();
+}
+
+// Which layers attend and how many KV heads they have. An lfm2 file gives
+// `attention.head_count_kv` per layer (0 for a short-convolution layer; the
+// attention layers must agree) and the convolution's width as
+// `shortconv.l_cache`; every other architecture attends in every layer.
+Status read_layer_pattern(const GgufFile& gguf, const std::string& p, ModelConfig* c) {
+  const std::string kv_key = p + "attention.head_count_kv";
+  const GgufValue* kv = gguf.find(kv_key);
+  c->blocks.assign(static_cast<size_t>(c->n_layer), BlockKind::kAttention);
+  if (kv != nullptr && kv->is_array()) {
+    if (c->arch->layers != LayerPattern::kKvHeadsZeroConv) {
+      return error(StatusCode::kUnsupported, "{}: metadata '{}' is an array: per-layer KV heads are not supported for "
+                   "architecture '{}'", gguf.path(), kv_key, c->arch->name);
+    }
+    if (kv->ints.size() != static_cast<size_t>(c->n_layer)) {
+      return error(StatusCode::kCorrupt, "{}: metadata '{}' has {} entries for {} layers ('{}block_count')",
+                   gguf.path(), kv_key, kv->array_size(), c->n_layer, p);
+    }
+    c->n_head_kv = 0;
+    for (size_t l = 0; l < kv->ints.size(); ++l) {
+      const int64_t v = kv->ints[l];
+      if (v < 0 || v > c->n_head) {
+        return error(StatusCode::kCorrupt, "{}: metadata '{}'[{}] = {} is out of range (0..{})", gguf.path(), kv_key, l,
+                     v, c->n_head);
+      }
+      if (v == 0) {
+        c->blocks[l] = BlockKind::kShortConv;
+      } else if (c->n_head_kv != 0 && v != c->n_head_kv) {
+        return error(StatusCode::kUnsupported, "{}: metadata '{}' gives layers {} and {} KV heads; ork needs one count "
+                     "for every attention layer", gguf.path(), kv_key, c->n_head_kv, v);
+      } else {
+        c->n_head_kv = static_cast<int>(v);
+      }
+    }
+    if (c->n_head_kv == 0) {
+      return error(StatusCode::kUnsupported, "{}: metadata '{}' has no attention layer", gguf.path(), kv_key);
+    }
+  } else if (kv != nullptr) {
+    ORK_ASSIGN_OR_RETURN(const int64_t v, gguf.get_int(kv_key));
+    ORK_RETURN_IF_ERROR(require_positive(gguf, kv_key, v, 1 << 14));
+    c->n_head_kv = static_cast<int>(v);
+  } else {
+    c->n_head_kv = c->n_head;
+  }
+  for (BlockKind b : c->blocks) {
+    c->kv_slot.push_back(b == BlockKind::kAttention ? c->n_kv_layers++ : -1);
+    c->conv_slot.push_back(b == BlockKind::kShortConv ? c->n_conv_layers++ : -1);
+  }
+  if (c->arch->layers == LayerPattern::kKvHeadsZeroConv) {
+    const std::string key = p + "shortconv.l_cache";
+    ORK_ASSIGN_OR_RETURN(const int64_t l_cache, gguf.get_int(key));
+    if (l_cache < 2 || l_cache > 64) {
+      return error(StatusCode::kCorrupt, "{}: metadata '{}' = {} is out of range (2..64)", gguf.path(), key, l_cache);
+    }
+    c->conv_kernel = static_cast<int>(l_cache);
   }
   return Status::ok();
 }
@@ -64,7 +125,7 @@ Result<ModelConfig> read_model_config(const GgufFile& gguf) {
   ORK_RETURN_IF_ERROR(get("block_count", -1, 4096, &c.n_layer));
   ORK_RETURN_IF_ERROR(get("feed_forward_length", -1, 1 << 22, &c.n_ff));
   ORK_RETURN_IF_ERROR(get("attention.head_count", -1, 1 << 14, &c.n_head));
-  ORK_RETURN_IF_ERROR(get("attention.head_count_kv", c.n_head, 1 << 14, &c.n_head_kv));
+  ORK_RETURN_IF_ERROR(read_layer_pattern(gguf, p, &c));
   ORK_RETURN_IF_ERROR(get("context_length", 2048, 1 << 24, &c.n_ctx_train));
   if (c.n_head % c.n_head_kv != 0) {
     return error(StatusCode::kCorrupt, "{}: head_count {} is not a multiple of head_count_kv {}", gguf.path(),
@@ -96,6 +157,9 @@ Result<ModelConfig> read_model_config(const GgufFile& gguf) {
                  scaling);
   }
 
+  // Every layer's FFN is dense unless the model has experts, which fill
+  // every layer after `leading_dense_block_count` dense ones.
+  c.ffns.assign(static_cast<size_t>(c.n_layer), FfnKind::kDense);
   // Experts: required by the MoE architectures, optional for llama (mixtral).
   const bool has_experts = gguf.find(p + "expert_count") != nullptr;
   if (c.arch->requires_experts || has_experts) {
@@ -111,6 +175,25 @@ Result<ModelConfig> read_model_config(const GgufFile& gguf) {
     }
     if (c.arch->shared_expert) {
       ORK_RETURN_IF_ERROR(get("expert_shared_feed_forward_length", c.n_ff, 1 << 22, &c.n_ff_shexp));
+    }
+    int leading_dense = 0;
+    if (gguf.find(p + "leading_dense_block_count") != nullptr) {
+      ORK_ASSIGN_OR_RETURN(const int64_t v, gguf.get_int(p + "leading_dense_block_count"));
+      if (v < 0 || v >= c.n_layer) {
+        return error(StatusCode::kCorrupt, "{}: metadata '{}leading_dense_block_count' = {} is out of range (0..{})",
+                     gguf.path(), p, v, c.n_layer - 1);
+      }
+      leading_dense = static_cast<int>(v);
+    }
+    std::fill(c.ffns.begin() + leading_dense, c.ffns.end(), FfnKind::kMoe);
+    // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE: 1 softmax, 2 sigmoid.
+    if (gguf.find(p + "expert_gating_func") != nullptr) {
+      ORK_ASSIGN_OR_RETURN(const int64_t g, gguf.get_int(p + "expert_gating_func"));
+      if (g != 1 && g != 2) {
+        return error(StatusCode::kUnsupported, "{}: metadata '{}expert_gating_func' = {} is not supported (1 softmax, "
+                     "2 sigmoid)", gguf.path(), p, g);
+      }
+      c.gating = g == 2 ? Gating::kSigmoid : Gating::kSoftmax;
     }
   }
   return c;

@@ -1,8 +1,11 @@
 // Hyper-parameters of a llama-family transformer, read from GGUF metadata
-// with llama.cpp's key names (`<arch>.embedding_length`, ...).
+// with llama.cpp's key names (`<arch>.embedding_length`, ...), including the
+// hybrid families whose layers are not all attention (LFM2's short
+// convolutions).
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "format/gguf/gguf.h"
 #include "core/op_params.h"
@@ -13,6 +16,26 @@ namespace ork {
 // qwen3, qwen3moe) or over the whole projection (weights of q_dim / kv_dim:
 // olmoe).
 enum class QkNorm { kNone, kPerHead, kWhole };
+
+// What mixes tokens in one layer: attention over the KV cache, or a gated
+// short causal convolution over the last few tokens (LFM2), whose state is
+// a window of past inputs rather than a cache that grows.
+enum class BlockKind : uint8_t { kAttention, kShortConv };
+
+// A layer's feed-forward: dense (n_ff) or a mixture of experts.
+enum class FfnKind : uint8_t { kDense, kMoe };
+
+// How the router turns its logits into expert weights: a softmax over all
+// experts, or an independent sigmoid per expert (LFM2-MoE:
+// `<arch>.expert_gating_func` = 2), whose top k may be chosen with a
+// per-expert selection bias (exp_probs_b) that does not enter the weights.
+enum class Gating : uint8_t { kSoftmax, kSigmoid };
+
+// Where an architecture's layer pattern comes from.
+enum class LayerPattern : uint8_t {
+  kAttention,       // every layer attends
+  kKvHeadsZeroConv  // `attention.head_count_kv` per layer; 0 = a short-convolution layer (lfm2)
+};
 
 // What distinguishes one architecture of the llama family from another.
 // Each architecture file (src/model/arch/) defines one.
@@ -37,6 +60,9 @@ struct ArchSpec {
   // llama.cpp's loader reads q and attn_output as n_embd wide (n_head x
   // head_dim must equal n_embd).
   bool attention_n_embd;
+  LayerPattern layers = LayerPattern::kAttention;
+  // The final norm's tensor (lfm2: "token_embd_norm.weight").
+  const char* output_norm = "output_norm.weight";
 };
 
 const ArchSpec* find_arch(const std::string& name);
@@ -61,8 +87,21 @@ struct ModelConfig {
   int n_expert_used = 0;
   int n_ff_exp = 0;      // each expert's FFN width
   int n_ff_shexp = 0;    // the shared expert's (qwen2moe)
+  Gating gating = Gating::kSoftmax;
+
+  // Per layer: what mixes tokens and what the FFN is. Attention layers own
+  // KV-cache slots 0.. in layer order (kv_slot, -1 for the others); short
+  // convolutions keep `conv_kernel` - 1 past inputs (`shortconv.l_cache`).
+  std::vector<BlockKind> blocks;
+  std::vector<FfnKind> ffns;
+  std::vector<int> kv_slot, conv_slot;
+  int n_kv_layers = 0, n_conv_layers = 0;
+  int conv_kernel = 0;
 
   bool is_moe() const { return n_expert > 0; }
+  bool is_hybrid() const { return n_conv_layers > 0; }
+  bool attends(int layer) const { return blocks[static_cast<size_t>(layer)] == BlockKind::kAttention; }
+  bool moe_layer(int layer) const { return ffns[static_cast<size_t>(layer)] == FfnKind::kMoe; }
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }

@@ -1,6 +1,9 @@
 // A Context's KV cache saved to a file and read back (ork chat's /save and
-// /load): the positions in use, per layer and KV head, as the kernels keep
-// them (f16 on the fast path, f32 on the reference path).
+// /load): the positions in use, per attention layer and KV head, as the
+// kernels keep them (f16 on the fast path, f32 on the reference path); for
+// a hybrid model (ORKSESS2) also each short convolution's last
+// conv_kernel - 1 inputs, f32.
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -11,18 +14,21 @@ namespace ork {
 namespace {
 
 constexpr char kMagic[8] = {'O', 'R', 'K', 'S', 'E', 'S', 'S', '1'};
+constexpr char kMagicHybrid[8] = {'O', 'R', 'K', 'S', 'E', 'S', 'S', '2'};
 
 struct StateHeader {
   char magic[8];
   uint32_t n_layer, n_head_kv, head_dim, n_vocab;
-  uint32_t fast, n_past, n_tokens, reserved;
+  uint32_t fast, n_past, n_tokens;
+  uint32_t conv_rows;  // ORKSESS2: inputs kept per short-convolution layer (ORKSESS1: 0)
 };
 
 }  // namespace
 
 Status Context::save_state(const std::string& path, std::span<const int32_t> tokens) const {
   StateHeader h{};
-  std::memcpy(h.magic, kMagic, 8);
+  std::memcpy(h.magic, c_.is_hybrid() ? kMagicHybrid : kMagic, 8);
+  h.conv_rows = c_.is_hybrid() ? static_cast<uint32_t>(c_.conv_kernel - 1) : 0;
   h.n_layer = static_cast<uint32_t>(c_.n_layer);
   h.n_head_kv = static_cast<uint32_t>(c_.n_head_kv);
   h.head_dim = static_cast<uint32_t>(c_.head_dim);
@@ -34,7 +40,7 @@ Status Context::save_state(const std::string& path, std::span<const int32_t> tok
   ORK_RETURN_IF_ERROR(f.write(&h, sizeof h));
   ORK_RETURN_IF_ERROR(f.write(tokens.data(), tokens.size() * 4));
   const size_t hd = static_cast<size_t>(c_.head_dim), kv = static_cast<size_t>(c_.kv_dim());
-  for (int l = 0; l < c_.n_layer; ++l) {
+  for (int l = 0; l < c_.n_kv_layers; ++l) {
     for (int which = 0; which < 2; ++which) {
       if (fast_kernels()) {
         const std::vector<uint16_t>& cache = which == 0 ? k_cache16_ : v_cache16_;
@@ -48,6 +54,20 @@ Status Context::save_state(const std::string& path, std::span<const int32_t> tok
       }
     }
   }
+  // The convolutions' last inputs, oldest first (zeros before position 0).
+  const auto uE = static_cast<size_t>(c_.n_embd);
+  std::vector<float> row(uE);
+  for (int l = 0; l < c_.n_conv_layers; ++l) {
+    for (int i = 0; i < static_cast<int>(h.conv_rows); ++i) {
+      const int pos = n_past_ - static_cast<int>(h.conv_rows) + i;
+      std::fill(row.begin(), row.end(), 0.0f);
+      if (pos >= 0 && !conv_ring_.empty()) {
+        std::copy_n(&conv_ring_[(static_cast<size_t>(l) * conv_window() + static_cast<size_t>(pos) % conv_window()) * uE],
+                    uE, row.begin());
+      }
+      ORK_RETURN_IF_ERROR(f.write(row.data(), uE * 4));
+    }
+  }
   return f.commit();
 }
 
@@ -56,7 +76,15 @@ Result<std::vector<int32_t>> Context::load_state(const std::string& path) {
   if (!in) return error(StatusCode::kIo, "{}: cannot read", path);
   StateHeader h{};
   in.read(reinterpret_cast<char*>(&h), sizeof h);
-  if (!in || std::memcmp(h.magic, kMagic, 8) != 0) return error(StatusCode::kCorrupt, "{}: not an ork session file", path);
+  const bool hybrid_file = in && std::memcmp(h.magic, kMagicHybrid, 8) == 0;
+  if (!in || (!hybrid_file && std::memcmp(h.magic, kMagic, 8) != 0)) {
+    return error(StatusCode::kCorrupt, "{}: not an ork session file", path);
+  }
+  const uint32_t conv_rows = c_.is_hybrid() ? static_cast<uint32_t>(c_.conv_kernel - 1) : 0;
+  if (hybrid_file != c_.is_hybrid() || h.conv_rows != conv_rows) {
+    return error(StatusCode::kInvalidArgument, "{}: saved for another model ({} short-convolution inputs per layer; this "
+                 "model keeps {})", path, hybrid_file ? h.conv_rows : 0, conv_rows);
+  }
   if (h.n_layer != static_cast<uint32_t>(c_.n_layer) || h.n_head_kv != static_cast<uint32_t>(c_.n_head_kv) ||
       h.head_dim != static_cast<uint32_t>(c_.head_dim) || h.n_vocab != static_cast<uint32_t>(c_.n_vocab)) {
     return error(StatusCode::kInvalidArgument, "{}: saved for another model ({} layers, {} KV heads of {}, vocab {})",
@@ -77,9 +105,9 @@ Result<std::vector<int32_t>> Context::load_state(const std::string& path) {
   }
   resize_scratch(1);
   // The cache is overwritten from here: a load that fails leaves it empty.
-  n_past_ = 0;
+  truncate(0);
   const size_t hd = static_cast<size_t>(c_.head_dim), kv = static_cast<size_t>(c_.kv_dim());
-  for (int l = 0; l < c_.n_layer && in; ++l) {
+  for (int l = 0; l < c_.n_kv_layers && in; ++l) {
     for (int which = 0; which < 2; ++which) {
       if (fast_kernels()) {
         std::vector<uint16_t>& cache = which == 0 ? k_cache16_ : v_cache16_;
@@ -94,11 +122,24 @@ Result<std::vector<int32_t>> Context::load_state(const std::string& path) {
       }
     }
   }
+  const auto uE = static_cast<size_t>(c_.n_embd);
+  for (int l = 0; l < c_.n_conv_layers && in; ++l) {
+    for (int i = 0; i < static_cast<int>(conv_rows) && in; ++i) {
+      const int pos = static_cast<int>(h.n_past) - static_cast<int>(conv_rows) + i;
+      std::vector<float> row(uE);
+      in.read(reinterpret_cast<char*>(row.data()), static_cast<std::streamsize>(uE * 4));
+      if (pos >= 0) {
+        std::copy(row.begin(), row.end(),
+                  &conv_ring_[(static_cast<size_t>(l) * conv_window() + static_cast<size_t>(pos) % conv_window()) * uE]);
+      }
+    }
+  }
   if (!in) return error(StatusCode::kCorrupt, "{}: truncated", path);
   if (in.peek() != std::char_traits<char>::eof()) {
     return error(StatusCode::kCorrupt, "{}: bytes after the last layer's cache", path);
   }
   n_past_ = static_cast<int>(h.n_past);
+  conv_lowest_ = std::max(0, n_past_ - static_cast<int>(conv_rows));
   return tokens;
 }
 

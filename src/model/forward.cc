@@ -31,11 +31,28 @@ void Context::set_trace(Trace* trace) {
 void Context::set_fast_kernels(bool on) {
   if (on == fast_kernels()) return;
   dispatch_.set_fast_kernels(on);
-  n_past_ = 0;
+  truncate(0);
 }
 
 // The KV cache stays mapped in the NPU's window (pinned) for the Context's
 // life; re-pinned if the cache was reallocated.
+// n tokens were evaluated at n_past_..: the short convolutions' window
+// now starts at most conv_window() positions back.
+void Context::advance(int n) {
+  n_past_ += n;
+  conv_lowest_ = std::max(conv_lowest_, n_past_ - static_cast<int>(conv_window(c_)));
+}
+
+int Context::truncate(int pos) {
+  pos = std::clamp(pos, 0, n_past_);
+  if (c_.is_hybrid() && pos > 0 && pos - (c_.conv_kernel - 1) < conv_lowest_) {
+    pos = 0;  // the inputs the convolutions need there are gone
+  }
+  if (pos == 0) conv_lowest_ = 0;
+  n_past_ = pos;
+  return pos;
+}
+
 void Context::pin_kv_cache() {
   for (auto [p, bytes] : {std::pair<const void*, size_t>{k_cache16_.data(), k_cache16_.size() * 2},
                           {v_cache16_.data(), v_cache16_.size() * 2}, {k_cache_.data(), k_cache_.size() * 4},
@@ -74,7 +91,7 @@ void Context::resize_scratch(int n) {
   attn_.resize(un * c_.q_dim());
   gate_.resize(un * c_.n_ff);
   up_.resize(un * c_.n_ff);
-  const size_t cache = static_cast<size_t>(c_.n_layer) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(c_.kv_dim());
+  const size_t cache = static_cast<size_t>(c_.n_kv_layers) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(c_.kv_dim());
   if (fast_kernels() && k_cache16_.size() != cache) {
     k_cache16_.assign(cache, 0);
     v_cache16_.assign(cache, 0);
@@ -82,6 +99,14 @@ void Context::resize_scratch(int n) {
   if (!fast_kernels() && k_cache_.size() != cache) {
     k_cache_.assign(cache, 0.0f);
     v_cache_.assign(cache, 0.0f);
+  }
+  if (c_.is_hybrid()) {
+    const size_t E = static_cast<size_t>(c_.n_embd);
+    bcx_.resize(un * 3 * E);
+    conv_u_.resize(un * E);
+    conv_y_.resize(un * E);
+    conv_history_.resize(static_cast<size_t>(c_.conv_kernel - 1) * E);
+    conv_ring_.resize(static_cast<size_t>(c_.n_conv_layers) * conv_window() * E);
   }
 }
 
@@ -110,6 +135,7 @@ RopeParams Context::rope_params() const {
 // each row's context, at its next positions.
 void Context::store_kv(int layer, int /*n*/, bool values) {
   const int kv = c_.kv_dim();
+  const int slot = c_.kv_slot[static_cast<size_t>(layer)];
   for (const Segment& seg : segments_) {
     Context& into = *seg.ctx;
     for (int t = 0; t < seg.n; ++t) {
@@ -121,11 +147,11 @@ void Context::store_kv(int layer, int /*n*/, bool values) {
         const int hd = c_.head_dim;
         std::vector<uint16_t>& cache = values ? into.v_cache16_ : into.k_cache16_;
         for (int h = 0; h < c_.n_head_kv; ++h) {
-          const size_t head_at = ((static_cast<size_t>(layer) * c_.n_head_kv + h) * into.n_ctx_ + pos) * hd;
+          const size_t head_at = ((static_cast<size_t>(slot) * c_.n_head_kv + h) * into.n_ctx_ + pos) * hd;
           ops_.to_f16(src + h * hd, hd, &cache[head_at]);
         }
       } else {
-        const size_t at = (static_cast<size_t>(layer) * into.n_ctx_ + pos) * kv;
+        const size_t at = (static_cast<size_t>(slot) * into.n_ctx_ + pos) * kv;
         std::copy_n(src, kv, &(values ? into.v_cache_ : into.k_cache_)[at]);
       }
     }
@@ -171,7 +197,7 @@ void Context::attention(int layer, int /*n_tokens*/) {
     a.head_dim = c_.head_dim;
     a.n_ctx = from.n_ctx_;
     a.f16 = fast_kernels();
-    const size_t layer_off = static_cast<size_t>(layer) * from.n_ctx_ * c_.kv_dim();
+    const size_t layer_off = static_cast<size_t>(c_.kv_slot[static_cast<size_t>(layer)]) * from.n_ctx_ * c_.kv_dim();
     if (a.f16) {
       a.k16 = &from.k_cache16_[layer_off];
       a.v16 = &from.v_cache16_[layer_off];
@@ -192,6 +218,7 @@ const char* Context::Profile::name(Phase phase) {
     case kRouter: return "router";
     case kExpertsGateUp: return "experts: gate, up";
     case kExpertsDown: return "experts: down";
+    case kConv: return "short conv";
     case kSharedExpert: return "shared expert";
     case kFfnGateUp: return "ffn: gate, up";
     case kFfnDown: return "ffn: down";
@@ -237,12 +264,16 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
 uint64_t Context::memory_bytes(const ModelConfig& c, int n_ctx, int n_batch, bool fast_kernels) {
   const auto positions = static_cast<uint64_t>(std::max(n_ctx, 1));
   const auto batch = static_cast<uint64_t>(std::max(n_batch, 1));
-  const uint64_t cache = 2ull * static_cast<uint64_t>(c.n_layer) * positions * static_cast<uint64_t>(c.kv_dim()) *
+  const uint64_t cache = 2ull * static_cast<uint64_t>(c.n_kv_layers) * positions * static_cast<uint64_t>(c.kv_dim()) *
                          (fast_kernels ? 2 : 4);
+  // Short convolutions: their window of past inputs, and B, C, X, u and y per token.
+  const uint64_t conv = 4ull * static_cast<uint64_t>(c.n_conv_layers) * static_cast<uint64_t>(conv_window(c)) *
+                        static_cast<uint64_t>(c.n_embd);
+  const uint64_t conv_per_token = c.is_hybrid() ? 5ull * c.n_embd : 0;
   // x, xn, q, k, v, attn, gate, up per token; the logits; the scores.
   const uint64_t per_token = 2ull * c.n_embd + 2ull * c.q_dim() + 2ull * c.kv_dim() +
                              2ull * static_cast<uint64_t>(std::max(c.n_ff, c.n_ff_exp)) + static_cast<uint64_t>(c.n_vocab);
-  return cache + 4 * (batch * per_token + positions * static_cast<uint64_t>(c.n_head));
+  return cache + conv + 4 * (batch * (per_token + conv_per_token) + positions * static_cast<uint64_t>(c.n_head));
 }
 
 Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
@@ -295,7 +326,7 @@ Status Context::ffn_block(int il, int n) {
   const LayerWeights& L = model_.layer(il);
   const int E = c_.n_embd;
   ops_.rms_norm_rows(x_.data(), L.ffn_norm.data(), n, E, c_.rms_eps, xn_.data());
-  if (c_.is_moe()) {
+  if (c_.moe_layer(il)) {
     ORK_RETURN_IF_ERROR(moe_ffn(il, n));
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
     lap(Profile::kExpertsDown, 0);
@@ -391,7 +422,7 @@ Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& 
   if (timed) lap(Profile::kEmbed, 0);
 
   for (int il = 0; il < c_.n_layer; ++il) {
-    ORK_RETURN_IF_ERROR(attention_block(il, n));
+    ORK_RETURN_IF_ERROR(c_.attends(il) ? attention_block(il, n) : conv_block(il, n));
     ORK_RETURN_IF_ERROR(ffn_block(il, n));
   }
 
@@ -409,7 +440,7 @@ Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& 
   }
   logits.resize(static_cast<size_t>(n_out) * c_.n_vocab);
   ORK_RETURN_IF_ERROR(matmul(model_.output(), xn_.data(), n_out, logits.data()));
-  for (const Segment& seg : segments_) seg.ctx->n_past_ += seg.n;
+  for (const Segment& seg : segments_) seg.ctx->advance(seg.n);
   moe_stats_.tokens += static_cast<uint64_t>(n);
   if (timed) lap(Profile::kOutput, matrix_bytes(model_.output()));
   if (profile_) profile_->tokens += static_cast<uint64_t>(n);

@@ -120,6 +120,7 @@ class Context {
       kQkv,            // attention norm, q/k/v input, the q/k/v loop (QK-norm, RoPE, KV stores inside)
       kAttention,      // scores and values over the KV cache
       kO,              // the o input, the o loop, the residual
+      kConv,           // a short-convolution layer: norm, in_proj, the convolution, out_proj, the residual
       kRouter,         // ffn norm, the router, top-k
       kExpertsGateUp,  // the routed experts' inputs, the gate/up loop (down inputs inside)
       kExpertsDown,    // the down loop (the weighted sum inside), the residual
@@ -149,8 +150,16 @@ class Context {
   // does not match.
   Status save_state(const std::string& path, std::span<const int32_t> tokens) const;
   Result<std::vector<int32_t>> load_state(const std::string& path);
-  // Forgets the cache from position `pos` on (0 = everything).
-  void truncate(int pos) { n_past_ = pos < n_past_ ? pos : n_past_; }
+  // Forgets the cache from position `pos` on (0 = everything) and returns
+  // the position kept: `pos`, or 0 when a short convolution no longer holds
+  // the inputs it needs at `pos` (it keeps the last conv_window() of them),
+  // so that the caller evaluates from there.
+  int truncate(int pos);
+  // Past inputs each short-convolution layer keeps: its kernel's, and a
+  // margin for truncating to a slightly earlier position (a re-rendered
+  // chat turn).
+  static size_t conv_window(const ModelConfig& c) { return c.is_hybrid() ? static_cast<size_t>(c.conv_kernel - 1 + 64) : 0; }
+  size_t conv_window() const { return conv_window(c_); }
 
  private:
   // A batch's rows [row0, row0 + n) belong to `ctx` (this one, or another
@@ -163,6 +172,8 @@ class Context {
   Status eval_batch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits);
   Status eval_checked(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits);
   Status attention_block(int layer, int n);
+  Status conv_block(int layer, int n);
+  void advance(int n);
   Status ffn_block(int layer, int n);
   Status moe_ffn(int layer, int n);
   void store_kv(int layer, int n_tokens, bool values);
@@ -195,6 +206,12 @@ class Context {
   // The fast path's f16 cache: [layer][kv head][pos][head_dim], so one KV
   // head's positions are contiguous for attention.
   std::vector<uint16_t> k_cache16_, v_cache16_;
+  // Short convolutions (lfm2): each layer's last conv_window() inputs u,
+  // [conv layer][position % window][n_embd], the lowest position still
+  // held, and the batch's B, C, X, u and output rows.
+  std::vector<float> conv_ring_;
+  int conv_lowest_ = 0;
+  std::vector<float> bcx_, conv_u_, conv_y_, conv_history_;
 
   MoeStats moe_stats_;
   Profile* profile_ = nullptr;

@@ -30,8 +30,9 @@ Status Context::moe_ffn(int layer, int n) {
   ORK_RETURN_IF_ERROR(matmul(L.router, xn_.data(), n, router_logits_.data()));
   route_ids_.resize(static_cast<size_t>(n) * k);
   route_w_.resize(static_cast<size_t>(n) * k);
+  const Routing routing{c_.gating, c_.arch->norm_topk, L.expert_bias.empty() ? nullptr : L.expert_bias.data()};
   for (int t = 0; t < n; ++t) {
-    route_token(&router_logits_[static_cast<size_t>(t) * n_exp], n_exp, k, c_.arch->norm_topk,
+    route_token(&router_logits_[static_cast<size_t>(t) * n_exp], n_exp, k, routing,
                 &route_ids_[static_cast<size_t>(t) * k], &route_w_[static_cast<size_t>(t) * k]);
   }
   lap(Profile::kRouter, matrix_bytes(L.router));

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -76,6 +77,29 @@ class Binder {
       if (!std::isfinite((*out)[static_cast<size_t>(i)])) {
         return error(StatusCode::kCorrupt, "{}: tensor '{}' holds {} at {}; ork refuses values that are not finite",
                      path(), escape_text(name), (*out)[static_cast<size_t>(i)], i);
+      }
+    }
+    return Status::ok();
+  }
+
+  // A small float tensor of ne = [cols, rows] (a convolution's kernel),
+  // rows x cols values widened to f32: never a matmul, so never packed.
+  Status small_matrix(const std::string& name, int64_t cols, int64_t rows, std::vector<float>* out) {
+    ORK_ASSIGN_OR_RETURN(TensorEntry t, find(name));
+    if (t.dims.size() != 2 || t.dims[0] != static_cast<uint64_t>(cols) || t.dims[1] != static_cast<uint64_t>(rows)) {
+      return error(StatusCode::kCorrupt, "{}: tensor '{}' has shape {}, expected [{}, {}]", path(), name,
+                   shape(t.dims), cols, rows);
+    }
+    out->resize(static_cast<size_t>(cols * rows));
+    std::vector<float> row(static_cast<size_t>(std::max<int64_t>(cols, t.view.k_stored)));
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(t.view, r, row.data());
+      std::copy_n(row.begin(), cols, out->begin() + r * cols);
+    }
+    for (size_t i = 0; i < out->size(); ++i) {
+      if (!std::isfinite((*out)[i])) {
+        return error(StatusCode::kCorrupt, "{}: tensor '{}' holds {} at {}; ork refuses values that are not finite",
+                     path(), escape_text(name), (*out)[i], i);
       }
     }
     return Status::ok();
@@ -195,6 +219,26 @@ Status check_nothing_left(const Binder& b, const ModelConfig& c) {
                b.path(), escape_text(first), c.arch->name, left.size());
 }
 
+// One attention layer's projections, biases and QK-norm weights.
+Status bind_attention(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights* out) {
+  LayerWeights& l = *out;
+  ORK_RETURN_IF_ERROR(b.matrix(p + "attn_q.weight", c.n_embd, c.q_dim(), &l.wq));
+  ORK_RETURN_IF_ERROR(b.matrix(p + "attn_k.weight", c.n_embd, c.kv_dim(), &l.wk));
+  ORK_RETURN_IF_ERROR(b.matrix(p + "attn_v.weight", c.n_embd, c.kv_dim(), &l.wv));
+  ORK_RETURN_IF_ERROR(b.matrix(p + "attn_output.weight", c.q_dim(), c.n_embd, &l.wo));
+  if (c.arch->qkv_bias) {
+    ORK_RETURN_IF_ERROR(b.vector(p + "attn_q.bias", c.q_dim(), &l.bq));
+    ORK_RETURN_IF_ERROR(b.vector(p + "attn_k.bias", c.kv_dim(), &l.bk));
+    ORK_RETURN_IF_ERROR(b.vector(p + "attn_v.bias", c.kv_dim(), &l.bv));
+  }
+  if (c.arch->qk_norm != QkNorm::kNone) {
+    const bool whole = c.arch->qk_norm == QkNorm::kWhole;
+    ORK_RETURN_IF_ERROR(b.vector(p + "attn_q_norm.weight", whole ? c.q_dim() : c.head_dim, &l.q_norm));
+    ORK_RETURN_IF_ERROR(b.vector(p + "attn_k_norm.weight", whole ? c.kv_dim() : c.head_dim, &l.k_norm));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, MappedFile::Residency residency) {
@@ -243,7 +287,7 @@ Status Model::bind() {
   } else {
     ORK_RETURN_IF_ERROR(b.matrix("output.weight", c.n_embd, c.n_vocab, &output_));
   }
-  ORK_RETURN_IF_ERROR(b.vector("output_norm.weight", c.n_embd, &output_norm_));
+  ORK_RETURN_IF_ERROR(b.vector(c.arch->output_norm, c.n_embd, &output_norm_));
   if (b.has("rope_freqs.weight")) ORK_RETURN_IF_ERROR(b.vector("rope_freqs.weight", c.n_rot / 2, &rope_freqs_));
 
   layers_.resize(static_cast<size_t>(c.n_layer));
@@ -251,22 +295,22 @@ Status Model::bind() {
     LayerWeights& l = layers_[static_cast<size_t>(i)];
     const std::string p = "blk." + std::to_string(i) + ".";
     ORK_RETURN_IF_ERROR(b.vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
-    ORK_RETURN_IF_ERROR(b.matrix(p + "attn_q.weight", c.n_embd, c.q_dim(), &l.wq));
-    ORK_RETURN_IF_ERROR(b.matrix(p + "attn_k.weight", c.n_embd, c.kv_dim(), &l.wk));
-    ORK_RETURN_IF_ERROR(b.matrix(p + "attn_v.weight", c.n_embd, c.kv_dim(), &l.wv));
-    ORK_RETURN_IF_ERROR(b.matrix(p + "attn_output.weight", c.q_dim(), c.n_embd, &l.wo));
-    if (c.arch->qkv_bias) {
-      ORK_RETURN_IF_ERROR(b.vector(p + "attn_q.bias", c.q_dim(), &l.bq));
-      ORK_RETURN_IF_ERROR(b.vector(p + "attn_k.bias", c.kv_dim(), &l.bk));
-      ORK_RETURN_IF_ERROR(b.vector(p + "attn_v.bias", c.kv_dim(), &l.bv));
-    }
-    if (c.arch->qk_norm != QkNorm::kNone) {
-      const bool whole = c.arch->qk_norm == QkNorm::kWhole;
-      ORK_RETURN_IF_ERROR(b.vector(p + "attn_q_norm.weight", whole ? c.q_dim() : c.head_dim, &l.q_norm));
-      ORK_RETURN_IF_ERROR(b.vector(p + "attn_k_norm.weight", whole ? c.kv_dim() : c.head_dim, &l.k_norm));
+    if (c.blocks[static_cast<size_t>(i)] == BlockKind::kShortConv) {
+      ORK_RETURN_IF_ERROR(b.matrix(p + "shortconv.in_proj.weight", c.n_embd, 3 * static_cast<int64_t>(c.n_embd), &l.conv_in));
+      std::vector<float> kernel;  // [channel][tap] as stored
+      ORK_RETURN_IF_ERROR(b.small_matrix(p + "shortconv.conv.weight", c.conv_kernel, c.n_embd, &kernel));
+      l.conv_w.resize(kernel.size());
+      for (int ch = 0; ch < c.n_embd; ++ch) {
+        for (int tap = 0; tap < c.conv_kernel; ++tap) {
+          l.conv_w[static_cast<size_t>(tap) * c.n_embd + ch] = kernel[static_cast<size_t>(ch) * c.conv_kernel + tap];
+        }
+      }
+      ORK_RETURN_IF_ERROR(b.matrix(p + "shortconv.out_proj.weight", c.n_embd, c.n_embd, &l.conv_out));
+    } else {
+      ORK_RETURN_IF_ERROR(bind_attention(b, c, p, &l));
     }
     ORK_RETURN_IF_ERROR(b.vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
-    if (!c.is_moe()) {
+    if (!c.moe_layer(i)) {
       ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, &l.w_gate));
       ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, &l.w_up));
       ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, &l.w_down));
@@ -276,6 +320,7 @@ Status Model::bind() {
     ORK_RETURN_IF_ERROR(b.experts(p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert, &l.gate_exps));
     ORK_RETURN_IF_ERROR(b.experts(p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert, &l.up_exps));
     ORK_RETURN_IF_ERROR(b.experts(p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert, &l.down_exps));
+    if (b.has(p + "exp_probs_b.bias")) ORK_RETURN_IF_ERROR(b.vector(p + "exp_probs_b.bias", c.n_expert, &l.expert_bias));
     if (c.arch->shared_expert) {
       ORK_RETURN_IF_ERROR(b.vector(p + "ffn_gate_inp_shexp.weight", c.n_embd, &l.shexp_gate));
       ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shexp, &l.gate_shexp));
@@ -286,10 +331,11 @@ Status Model::bind() {
   return check_nothing_left(b, c);
 }
 
+
 uint64_t Model::dense_bytes_per_token() const {
   uint64_t total = 0;
   for (const LayerWeights& L : layers_) {
-    for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
+    for (const WeightView* w : {&L.conv_in, &L.conv_out, &L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
                                      &L.gate_shexp, &L.up_shexp, &L.down_shexp}) {
       total += matrix_bytes(*w);
     }

@@ -21,6 +21,11 @@ struct LayerWeights {
   WeightView wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;          // qwen2 only
   std::vector<float> q_norm, k_norm;      // qwen3 only
+  // A short-convolution layer (lfm2): in_proj to B, C, X (3 x n_embd
+  // rows), the depthwise kernel as [tap][channel] (tap conv_kernel - 1 the
+  // current token), out_proj.
+  WeightView conv_in, conv_out;
+  std::vector<float> conv_w;
   std::vector<float> ffn_norm;
   WeightView w_gate, w_up, w_down;  // dense FFN
 
@@ -30,6 +35,7 @@ struct LayerWeights {
   std::vector<WeightView> gate_exps, up_exps, down_exps;
   WeightView gate_shexp, up_shexp, down_shexp;
   std::vector<float> shexp_gate;
+  std::vector<float> expert_bias;  // exp_probs_b: added to the gates to choose the top k only (lfm2moe)
 };
 
 

@@ -15,6 +15,8 @@
 namespace ork {
 namespace {
 
+using testing::read_ids;
+
 struct Case {
   const char* type;
   // Max |Δlogit| allowed. llama.cpp rounds activations to Q8 (or F16/BF16)
@@ -120,14 +122,6 @@ INSTANTIATE_TEST_SUITE_P(KQuants, CarriedPackLogits,
                                            PackCase{"Q5_0", 0.0097f}, PackCase{"Q5_1", 0.028f}, PackCase{"IQ4_NL", 0.0097f},
                                            PackCase{"IQ4_XS", 0.0096f}),
                          [](const auto& info) { return std::string(info.param.type); });
-
-std::vector<int32_t> read_ids(const std::string& path) {
-  std::vector<int32_t> ids;
-  std::ifstream in(path);
-  int32_t v;
-  while (in >> v) ids.push_back(v);
-  return ids;
-}
 
 class RealModelLogits : public ::testing::TestWithParam<const char*> {};
 

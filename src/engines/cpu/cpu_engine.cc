@@ -6,6 +6,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/recurrent_ops.h"
 #include "kernels/ref/ops.h"
 
 namespace ork {
@@ -60,6 +61,15 @@ void CpuEngine::swiglu(const float* gate, const float* up, int64_t n, float* out
     cpu::swiglu(gate, up, n, out);
   } else {
     ref::swiglu(gate, up, n, out);
+  }
+}
+
+void CpuEngine::short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history,
+                           float* u, float* out) {
+  if (fast()) {
+    cpu::short_conv(bcx, n, width, w, taps, history, u, out);
+  } else {
+    ref::short_conv(bcx, n, width, w, taps, history, u, out);
   }
 }
 

@@ -91,6 +91,8 @@ class CpuEngine final : public Engine, public HostOps {
                  const RopeParams& p) override;
   void to_f16(const float* x, int64_t n, uint16_t* out) override;
   void attention(const AttentionArgs& a) override;
+  void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history, float* u,
+                  float* out) override;
   void embed(const WeightView& w, int32_t token, float* out) override;
 
  private:

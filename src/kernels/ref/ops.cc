@@ -119,4 +119,23 @@ void attention_head(const float* q, const float* k, const float* v, int64_t n_kv
   }
 }
 
+void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history, float* u,
+                float* out) {
+  const auto W = static_cast<size_t>(width);
+  for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
+    for (size_t j = 0; j < W; ++j) u[t * W + j] = bcx[t * 3 * W + j] * bcx[t * 3 * W + 2 * W + j];
+  }
+  for (int t = 0; t < n; ++t) {
+    for (size_t j = 0; j < W; ++j) {
+      double acc = 0.0;
+      for (int i = 0; i < taps; ++i) {
+        const int src = t - (taps - 1) + i;  // the token this tap reads, batch-relative
+        const float x = src >= 0 ? u[static_cast<size_t>(src) * W + j] : history[static_cast<size_t>(taps - 1 + src) * W + j];
+        acc += static_cast<double>(w[static_cast<size_t>(i) * W + j]) * x;
+      }
+      out[static_cast<size_t>(t) * W + j] = bcx[static_cast<size_t>(t) * 3 * W + W + j] * static_cast<float>(acc);
+    }
+  }
+}
+
 }  // namespace ork::ref

@@ -48,4 +48,14 @@ void geglu(const float* gate, const float* up, int64_t n, float* out);
 void attention_head(const float* q, const float* k, const float* v, int64_t n_kv, int head_dim, int64_t stride,
                     float scale, float* scores, float* out);
 
+// LFM2's gated short convolution over n tokens of `width` channels: each
+// token's in_proj output holds B, C and X (bcx, 3 x width per token);
+// u_t = B_t * X_t and out_t = C_t * sum_{i < taps} w[i] * u_{t - (taps-1) + i}
+// (w is [tap][channel], tap taps-1 the current token). The u before the
+// batch come from `history` (taps - 1 rows of width, oldest first; zeros at
+// the start of a sequence); `u` receives the batch's own (n x width), from
+// which the next batch's history is taken.
+void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history, float* u,
+                float* out);
+
 }  // namespace ork::ref

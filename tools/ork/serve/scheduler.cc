@@ -115,8 +115,8 @@ void Scheduler::assign_locked() {
     Slot& s = *best;
     const CompletionRequest& r = job->request;
     // At least one prompt token is evaluated, for its logits.
-    const size_t keep = std::min(best_prefix, r.prompt.size() - 1);
-    s.session->truncate(static_cast<int>(keep));
+    // (A hybrid model may keep less: its convolutions' inputs are a window.)
+    const auto keep = static_cast<size_t>(s.session->truncate(static_cast<int>(std::min(best_prefix, r.prompt.size() - 1))));
     s.pending.assign(r.prompt.begin() + static_cast<std::ptrdiff_t>(keep), r.prompt.end());
     s.pending_at = 0;
     s.prefilling = true;
