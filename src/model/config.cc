@@ -68,8 +68,8 @@ Status read_layer_pattern(const GgufFile& gguf, const std::string& p, ModelConfi
       if (v == 0) {
         c->blocks[l] = BlockKind::kShortConv;
       } else if (c->n_head_kv != 0 && v != c->n_head_kv) {
-        return error(StatusCode::kUnsupported, "{}: metadata '{}' gives layers {} and {} KV heads; ork needs one count "
-                     "for every attention layer", gguf.path(), kv_key, c->n_head_kv, v);
+        return error(StatusCode::kUnsupported, "{}: metadata '{}' gives {} KV heads to one layer and {} to layer {}; "
+                     "ork needs one count for every attention layer", gguf.path(), kv_key, c->n_head_kv, v, l);
       } else {
         c->n_head_kv = static_cast<int>(v);
       }
