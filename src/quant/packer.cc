@@ -23,8 +23,14 @@
 namespace ork {
 namespace {
 
-// Matrices take a planned tier; vectors (norms, biases) stay f32.
-bool is_matrix(const GgufTensorInfo& t) { return t.dims.size() >= 2 && t.rows() >= 2; }
+// Matrices take a planned tier; vectors (norms, biases) stay f32, and so
+// do the small recurrent parameters that no matmul reads: a short
+// convolution's kernel (lfm2's shortconv.conv, a few taps per channel).
+bool is_matrix(const GgufTensorInfo& t) {
+  const std::string_view conv = "shortconv.conv.weight";
+  const bool conv_kernel = t.name.size() >= conv.size() && t.name.compare(t.name.size() - conv.size(), conv.size(), conv) == 0;
+  return t.dims.size() >= 2 && t.rows() >= 2 && !conv_kernel;
+}
 
 // token_embd is read by row lookup (and is the output matrix only when
 // tied). Lookups could un-rotate the row they read, but on tinystories656K

@@ -16,6 +16,7 @@
 
 #include "model/forward.h"
 #include "model/model.h"
+#include "quant/packer.h"
 #include "testdata.h"
 
 namespace ork {
@@ -175,6 +176,48 @@ TEST_P(HybridFixture, SessionFileCarriesTheConvolutionState) {
     EXPECT_EQ(got, want) << (fast ? "fast" : "reference");
   }
   std::remove(path.c_str());
+}
+
+// Packed with int8 tiers: the convolutions' projections take the tier,
+// their kernels stay f32, and on the integer kernels a batch, its tokens
+// one at a time, and two sequences evaluated together agree bit for bit.
+TEST_P(HybridFixture, PackedRunsOnTheIntegerKernelsExactly) {
+  PackOptions o;
+  o.input = testing::testdata("hybrid/" + GetParam().name + "-f32.gguf");
+  o.output = ::testing::TempDir() + "/hybrid_" + GetParam().name + ".orkpack";
+  o.rules = {*parse_tier_rule(".=i8")};
+  auto report = pack_model(o);
+  ASSERT_TRUE(report.is_ok()) << report.status().message();
+  for (const PackedTensorReport& t : report->tensors) {
+    if (t.name.find("shortconv.conv.weight") != std::string::npos) EXPECT_EQ(t.tier, Tier::kF32) << t.name;
+    if (t.name.find("shortconv.in_proj") != std::string::npos) EXPECT_EQ(t.tier, Tier::kI8) << t.name;
+  }
+  auto packed = Model::load(o.output);
+  ASSERT_TRUE(packed.is_ok()) << packed.status().message();
+  std::vector<float> batch, step, want;
+  Context whole(**packed, 64);
+  ASSERT_TRUE(whole.eval(prompt_, batch).is_ok());
+  Context one(**packed, 64);
+  for (int32_t id : prompt_) {
+    const int32_t t[1] = {id};
+    ASSERT_TRUE(one.eval(t, step).is_ok());
+  }
+  EXPECT_EQ(step, batch);
+  // Beside another sequence, in one batch.
+  Context a(**packed, 64), b(**packed, 64);
+  const std::vector<int32_t> other(prompt_.rbegin(), prompt_.rend());
+  Context* both[2] = {&a, &b};
+  const std::span<const int32_t> tokens[2] = {prompt_, other};
+  std::vector<float> together;
+  ASSERT_TRUE(Context::eval_together(both, tokens, together).is_ok());
+  const size_t V = static_cast<size_t>(model_->config().n_vocab);
+  EXPECT_EQ(std::vector<float>(together.begin(), together.begin() + static_cast<std::ptrdiff_t>(V)), batch);
+  // The int8 pack stays near the F32 model (random weights are sensitive:
+  // llama.cpp's own Q8_0 moves these logits about as much).
+  Context f32(*model_, 64);
+  ASSERT_TRUE(f32.eval(prompt_, want).is_ok());
+  EXPECT_EQ(argmax(batch), argmax(want));
+  std::filesystem::remove(o.output);
 }
 
 INSTANTIATE_TEST_SUITE_P(Lfm2, HybridFixture,
