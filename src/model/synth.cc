@@ -1,5 +1,6 @@
 #include "model/synth.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <set>
@@ -23,6 +24,12 @@ bool synth_preset(const std::string& name, SynthOptions* o) {
     s.arch = "qwen3moe";
     s.n_embd = 2048, s.n_layer = 48, s.n_head = 32, s.n_head_kv = 4, s.head_dim = 128, s.n_ff = 6144;
     s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 768, s.n_vocab = 32000, s.n_ctx = 4096, s.tied = false;
+  } else if (name == "lfm2-8b-a1b") {
+    s.arch = "lfm2moe";
+    s.n_embd = 2048, s.n_layer = 24, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 7168;
+    s.attention_layers = {2, 6, 10, 14, 18, 21};
+    s.n_dense_leading = 2;
+    s.n_expert = 32, s.n_expert_used = 4, s.n_ff_exp = 1792, s.n_vocab = 65536, s.n_ctx = 4096;
   } else {
     return false;
   }
@@ -33,7 +40,7 @@ bool synth_preset(const std::string& name, SynthOptions* o) {
   return true;
 }
 
-std::string synth_preset_names() { return "tiny, stories, llama-1b, qwen3moe-30b-a3b"; }
+std::string synth_preset_names() { return "tiny, stories, llama-1b, qwen3moe-30b-a3b, lfm2-8b-a1b"; }
 
 namespace {
 
@@ -99,7 +106,7 @@ struct TensorPlan {
   std::string name;
   std::vector<uint64_t> dims;
   GgmlType type;
-  enum Kind { kMatrix, kNorm, kBias } kind;
+  enum Kind { kMatrix, kNorm, kBias, kConv } kind;
 };
 
 // Each expert's width: its own only where the family has the key (the
@@ -113,20 +120,94 @@ bool tied_output(const SynthOptions& o, const ArchSpec* arch) {
   return o.tied && (arch == nullptr || !arch->output_required);
 }
 
+// Whether layer l attends (every layer, unless the family is hybrid).
+bool attends(const SynthOptions& o, const ArchSpec* arch, int l) {
+  if (arch->layers != LayerPattern::kKvHeadsZeroConv) return true;
+  if (o.attention_layers.empty()) return l % 3 == 2;
+  return std::find(o.attention_layers.begin(), o.attention_layers.end(), l) != o.attention_layers.end();
+}
+
+// Every tensor of the model, in file order.
+std::vector<TensorPlan> plan_tensors(const SynthOptions& o, const ArchSpec* arch, int hd) {
+  std::vector<TensorPlan> plans;
+  const bool moe = arch->requires_experts || o.n_expert > 0;
+  const int ff_exp = expert_ff(o, arch);
+  const bool tied = tied_output(o, arch);
+  const int ff_sh = o.n_ff_shexp > 0 ? o.n_ff_shexp : o.n_ff;
+  const auto E = static_cast<uint64_t>(o.n_embd), F = static_cast<uint64_t>(o.n_ff), V = static_cast<uint64_t>(o.n_vocab);
+  const auto Q = static_cast<uint64_t>(o.n_head * hd), KV = static_cast<uint64_t>(o.n_head_kv * hd);
+  auto matrix = [&](const std::string& n, uint64_t cols, uint64_t rows) {
+    plans.push_back({n, {cols, rows}, o.type, TensorPlan::kMatrix});
+  };
+  auto vec = [&](const std::string& n, uint64_t len, TensorPlan::Kind kind) {
+    plans.push_back({n, {len}, GgmlType::kF32, kind});
+  };
+  matrix("token_embd.weight", E, V);
+  for (int l = 0; l < o.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    vec(p + "attn_norm.weight", E, TensorPlan::kNorm);
+    if (!attends(o, arch, l)) {
+      matrix(p + "shortconv.in_proj.weight", E, 3 * E);
+      // The kernel stays F32 (llama.cpp's too: 3 taps are no block).
+      plans.push_back({p + "shortconv.conv.weight", {static_cast<uint64_t>(o.conv_kernel), E}, GgmlType::kF32,
+                       TensorPlan::kConv});
+      matrix(p + "shortconv.out_proj.weight", E, E);
+    } else {
+      matrix(p + "attn_q.weight", E, Q);
+      matrix(p + "attn_k.weight", E, KV);
+      matrix(p + "attn_v.weight", E, KV);
+      if (arch->qkv_bias) {
+        vec(p + "attn_q.bias", Q, TensorPlan::kBias);
+        vec(p + "attn_k.bias", KV, TensorPlan::kBias);
+        vec(p + "attn_v.bias", KV, TensorPlan::kBias);
+      }
+      if (arch->qk_norm != QkNorm::kNone) {
+        const bool whole = arch->qk_norm == QkNorm::kWhole;
+        vec(p + "attn_q_norm.weight", whole ? Q : static_cast<uint64_t>(hd), TensorPlan::kNorm);
+        vec(p + "attn_k_norm.weight", whole ? KV : static_cast<uint64_t>(hd), TensorPlan::kNorm);
+      }
+      matrix(p + "attn_output.weight", Q, E);
+    }
+    vec(p + "ffn_norm.weight", E, TensorPlan::kNorm);
+    if (!moe || l < o.n_dense_leading) {
+      matrix(p + "ffn_gate.weight", E, F);
+      matrix(p + "ffn_up.weight", E, F);
+      matrix(p + "ffn_down.weight", F, E);
+      continue;
+    }
+    // The router stays F32 whatever --type says: the families route in f32.
+    const auto X = static_cast<uint64_t>(o.n_expert), FX = static_cast<uint64_t>(ff_exp);
+    plans.push_back({p + "ffn_gate_inp.weight", {E, X}, GgmlType::kF32, TensorPlan::kMatrix});
+    plans.push_back({p + "ffn_gate_exps.weight", {E, FX, X}, o.type, TensorPlan::kMatrix});
+    plans.push_back({p + "ffn_up_exps.weight", {E, FX, X}, o.type, TensorPlan::kMatrix});
+    plans.push_back({p + "ffn_down_exps.weight", {FX, E, X}, o.type, TensorPlan::kMatrix});
+    if (arch->layers == LayerPattern::kKvHeadsZeroConv) vec(p + "exp_probs_b.bias", X, TensorPlan::kBias);
+    if (arch->shared_expert) {
+      const auto FS = static_cast<uint64_t>(ff_sh);
+      vec(p + "ffn_gate_inp_shexp.weight", E, TensorPlan::kBias);
+      matrix(p + "ffn_gate_shexp.weight", E, FS);
+      matrix(p + "ffn_up_shexp.weight", E, FS);
+      matrix(p + "ffn_down_shexp.weight", FS, E);
+    }
+  }
+  vec(arch->output_norm, E, TensorPlan::kNorm);
+  if (!tied) matrix("output.weight", E, V);
+  return plans;
+}
+
 }  // namespace
 
 uint64_t synth_param_count(const SynthOptions& o) {
   const ArchSpec* arch = find_arch(o.arch);
-  const bool tied = tied_output(o, arch);
-  const uint64_t hd = static_cast<uint64_t>(o.head_dim > 0 ? o.head_dim : o.n_embd / std::max(1, o.n_head));
-  const uint64_t E = static_cast<uint64_t>(o.n_embd);
-  const uint64_t q = hd * static_cast<uint64_t>(o.n_head), kv = hd * static_cast<uint64_t>(o.n_head_kv);
-  const uint64_t ffn = o.n_expert > 0
-                          ? 3 * E * static_cast<uint64_t>(expert_ff(o, arch)) * static_cast<uint64_t>(o.n_expert) +
-                                E * static_cast<uint64_t>(o.n_expert)
-                          : 3 * E * static_cast<uint64_t>(o.n_ff);
-  const uint64_t per_layer = E * q * 2 + E * kv * 2 + ffn + 2 * E;
-  return per_layer * static_cast<uint64_t>(o.n_layer) + E * static_cast<uint64_t>(o.n_vocab) * (tied ? 1 : 2) + E;
+  if (arch == nullptr || o.n_head <= 0) return 0;
+  const int hd = o.head_dim > 0 ? o.head_dim : o.n_embd / o.n_head;
+  uint64_t total = 0;
+  for (const TensorPlan& t : plan_tensors(o, arch, hd)) {
+    uint64_t n = 1;
+    for (uint64_t d : t.dims) n *= d;
+    total += n;
+  }
+  return total;
 }
 
 Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* data_fn) {
@@ -188,8 +269,51 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
                  "synth: {} has as many KV heads as heads (llama.cpp normalises k over n_embd); got {} of {}",
                  o.arch, o.n_head_kv, o.n_head);
   }
+  if (arch->layers == LayerPattern::kKvHeadsZeroConv) {
+    if (o.conv_kernel < 2 || o.conv_kernel > 64) {
+      return error(StatusCode::kInvalidArgument, "synth: the convolution kernel must have 2..64 taps (got {})",
+                   o.conv_kernel);
+    }
+    bool any = false;
+    for (int l = 0; l < o.n_layer; ++l) any = any || attends(o, arch, l);
+    for (int l : o.attention_layers) {
+      if (l < 0) return error(StatusCode::kInvalidArgument, "synth: attention layer {} is negative", l);
+    }
+    if (!any) {
+      return error(StatusCode::kInvalidArgument, "synth: {} needs an attention layer below --layers {}", o.arch,
+                   o.n_layer);
+    }
+    if (moe && (o.n_dense_leading < 0 || o.n_dense_leading >= o.n_layer)) {
+      return error(StatusCode::kInvalidArgument, "synth: {} dense layers leave no layer for the experts (--layers {})",
+                   o.n_dense_leading, o.n_layer);
+    }
+  } else if (!o.attention_layers.empty() || o.n_dense_leading > 0) {
+    return error(StatusCode::kInvalidArgument, "synth: {} attends in every layer and has no leading dense layers; "
+                 "--attention-layers and --dense-layers are for lfm2 and lfm2moe", o.arch);
+  }
+  if (arch->layers == LayerPattern::kKvHeadsZeroConv) {
+    if (o.conv_kernel < 2 || o.conv_kernel > 64) {
+      return error(StatusCode::kInvalidArgument, "synth: the convolution kernel must have 2..64 taps (got {})",
+                   o.conv_kernel);
+    }
+    bool any = false;
+    for (int l = 0; l < o.n_layer; ++l) any = any || attends(o, arch, l);
+    for (int l : o.attention_layers) {
+      if (l < 0) return error(StatusCode::kInvalidArgument, "synth: attention layer {} is negative", l);
+    }
+    if (!any) {
+      return error(StatusCode::kInvalidArgument, "synth: {} needs an attention layer below --layers {}", o.arch,
+                   o.n_layer);
+    }
+    if (moe && (o.n_dense_leading < 0 || o.n_dense_leading >= o.n_layer)) {
+      return error(StatusCode::kInvalidArgument, "synth: {} dense layers leave no layer for the experts (--layers {})",
+                   o.n_dense_leading, o.n_layer);
+    }
+  } else if (!o.attention_layers.empty() || o.n_dense_leading > 0) {
+    return error(StatusCode::kInvalidArgument, "synth: {} attends in every layer and has no leading dense layers; "
+                 "--attention-layers and --dense-layers are for lfm2 and lfm2moe", o.arch);
+  }
   const int ff_exp = expert_ff(o, arch);
-  const bool tied = tied_output(o, arch);
   const int ff_sh = o.n_ff_shexp > 0 ? o.n_ff_shexp : o.n_ff;
   const uint32_t block = info->block_elems;
   for (int k : {o.n_embd, o.n_ff, o.n_head * hd, ff_exp, ff_sh}) {
@@ -214,7 +338,15 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
   w->set(a + "block_count", GgufValue::make_uint32(static_cast<uint32_t>(o.n_layer)));
   w->set(a + "feed_forward_length", GgufValue::make_uint32(static_cast<uint32_t>(o.n_ff)));
   w->set(a + "attention.head_count", GgufValue::make_uint32(static_cast<uint32_t>(o.n_head)));
-  w->set(a + "attention.head_count_kv", GgufValue::make_uint32(static_cast<uint32_t>(o.n_head_kv)));
+  if (arch->layers == LayerPattern::kKvHeadsZeroConv) {
+    // lfm2: KV heads per layer, 0 for a short convolution.
+    std::vector<int64_t> kv_heads;
+    for (int l = 0; l < o.n_layer; ++l) kv_heads.push_back(attends(o, arch, l) ? o.n_head_kv : 0);
+    w->set(a + "attention.head_count_kv", GgufValue::make_int32_array(std::move(kv_heads)));
+    w->set(a + "shortconv.l_cache", GgufValue::make_uint32(static_cast<uint32_t>(o.conv_kernel)));
+  } else {
+    w->set(a + "attention.head_count_kv", GgufValue::make_uint32(static_cast<uint32_t>(o.n_head_kv)));
+  }
   if (o.head_dim > 0) {
     w->set(a + "attention.key_length", GgufValue::make_uint32(static_cast<uint32_t>(hd)));
     w->set(a + "attention.value_length", GgufValue::make_uint32(static_cast<uint32_t>(hd)));
@@ -229,6 +361,11 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
     if (arch->expert_ff_key) w->set(a + "expert_feed_forward_length", GgufValue::make_uint32(static_cast<uint32_t>(ff_exp)));
     if (arch->shared_expert) {
       w->set(a + "expert_shared_feed_forward_length", GgufValue::make_uint32(static_cast<uint32_t>(ff_sh)));
+    }
+    if (arch->layers == LayerPattern::kKvHeadsZeroConv) {
+      // lfm2moe: sigmoid gates with a selection bias (llama.cpp's gating 2).
+      w->set(a + "leading_dense_block_count", GgufValue::make_uint32(static_cast<uint32_t>(o.n_dense_leading)));
+      w->set(a + "expert_gating_func", GgufValue::make_uint32(2));
     }
   }
 
@@ -247,60 +384,12 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
   w->set("tokenizer.ggml.add_bos_token", GgufValue::make_bool(true));
   w->set("tokenizer.ggml.add_eos_token", GgufValue::make_bool(false));
 
-  auto plans = std::make_shared<std::vector<TensorPlan>>();
-  const auto E = static_cast<uint64_t>(o.n_embd), F = static_cast<uint64_t>(o.n_ff), V = static_cast<uint64_t>(o.n_vocab);
-  const auto Q = static_cast<uint64_t>(o.n_head * hd), KV = static_cast<uint64_t>(o.n_head_kv * hd);
-  auto matrix = [&](const std::string& n, uint64_t cols, uint64_t rows) {
-    plans->push_back({n, {cols, rows}, o.type, TensorPlan::kMatrix});
-  };
-  auto vec = [&](const std::string& n, uint64_t len, TensorPlan::Kind kind) {
-    plans->push_back({n, {len}, GgmlType::kF32, kind});
-  };
-  matrix("token_embd.weight", E, V);
-  for (int l = 0; l < o.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    vec(p + "attn_norm.weight", E, TensorPlan::kNorm);
-    matrix(p + "attn_q.weight", E, Q);
-    matrix(p + "attn_k.weight", E, KV);
-    matrix(p + "attn_v.weight", E, KV);
-    if (arch->qkv_bias) {
-      vec(p + "attn_q.bias", Q, TensorPlan::kBias);
-      vec(p + "attn_k.bias", KV, TensorPlan::kBias);
-      vec(p + "attn_v.bias", KV, TensorPlan::kBias);
-    }
-    if (arch->qk_norm != QkNorm::kNone) {
-      const bool whole = arch->qk_norm == QkNorm::kWhole;
-      vec(p + "attn_q_norm.weight", whole ? Q : static_cast<uint64_t>(hd), TensorPlan::kNorm);
-      vec(p + "attn_k_norm.weight", whole ? KV : static_cast<uint64_t>(hd), TensorPlan::kNorm);
-    }
-    matrix(p + "attn_output.weight", Q, E);
-    vec(p + "ffn_norm.weight", E, TensorPlan::kNorm);
-    if (!moe) {
-      matrix(p + "ffn_gate.weight", E, F);
-      matrix(p + "ffn_up.weight", E, F);
-      matrix(p + "ffn_down.weight", F, E);
-      continue;
-    }
-    // The router stays F32 whatever --type says: the families route in f32.
-    const auto X = static_cast<uint64_t>(o.n_expert), FX = static_cast<uint64_t>(ff_exp);
-    plans->push_back({p + "ffn_gate_inp.weight", {E, X}, GgmlType::kF32, TensorPlan::kMatrix});
-    plans->push_back({p + "ffn_gate_exps.weight", {E, FX, X}, o.type, TensorPlan::kMatrix});
-    plans->push_back({p + "ffn_up_exps.weight", {E, FX, X}, o.type, TensorPlan::kMatrix});
-    plans->push_back({p + "ffn_down_exps.weight", {FX, E, X}, o.type, TensorPlan::kMatrix});
-    if (arch->shared_expert) {
-      const auto FS = static_cast<uint64_t>(ff_sh);
-      vec(p + "ffn_gate_inp_shexp.weight", E, TensorPlan::kBias);
-      matrix(p + "ffn_gate_shexp.weight", E, FS);
-      matrix(p + "ffn_up_shexp.weight", E, FS);
-      matrix(p + "ffn_down_shexp.weight", FS, E);
-    }
-  }
-  vec("output_norm.weight", E, TensorPlan::kNorm);
-  if (!tied) matrix("output.weight", E, V);
+  auto plans = std::make_shared<std::vector<TensorPlan>>(plan_tensors(o, arch, hd));
   for (const TensorPlan& t : *plans) ORK_RETURN_IF_ERROR(w->add_tensor(t.name, t.type, t.dims));
 
   // Matrices and biases ~ N(0, 0.02^2); norm weights 1 + N(0, 0.1^2), not
-  // all ones, so a missing norm multiply shows in tests. Every value is
+  // all ones, so a missing norm multiply shows in tests; convolution
+  // kernels N(0, 1 / taps). Every value is
   // rounded to bf16 first, as in the checkpoints these stand in for (trained
   // and shipped in bf16; llama.cpp's converter writes some tensors, the MoE
   // routers among them, widened to F32).
@@ -316,7 +405,10 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
     for (uint64_t r = 0; r < rows; ++r) {
       for (auto& v : row) {
         const float z = rng.normal();
-        v = bf16_to_f32(f32_to_bf16(t.kind == TensorPlan::kNorm ? 1.0f + 0.1f * z : 0.02f * z));
+        const float x = t.kind == TensorPlan::kNorm   ? 1.0f + 0.1f * z
+                        : t.kind == TensorPlan::kConv ? z / std::sqrt(static_cast<float>(cols))
+                                                      : 0.02f * z;
+        v = bf16_to_f32(f32_to_bf16(x));
       }
       (void)quantize(t.type, row.data(), out.data() + r * row_bytes, static_cast<int64_t>(cols));
     }

@@ -14,7 +14,7 @@
 namespace ork {
 
 struct SynthOptions {
-  std::string arch = "llama";  // llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe
+  std::string arch = "llama";  // llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, lfm2, lfm2moe
   int n_embd = 256;
   int n_layer = 2;
   int n_head = 4;
@@ -31,6 +31,13 @@ struct SynthOptions {
   int n_expert_used = 0;
   int n_ff_exp = 0;
   int n_ff_shexp = 0;
+  // Hybrid (lfm2, lfm2moe): the layers that attend, the others short
+  // convolutions of conv_kernel taps (empty: every third, from layer 2;
+  // those at or beyond n_layer are dropped); lfm2moe's dense FFN layers
+  // before the experts.
+  std::vector<int> attention_layers;
+  int conv_kernel = 3;
+  int n_dense_leading = 0;
   GgmlType type = GgmlType::kF32;  // of the matrices; norms stay F32
   uint64_t seed = 42;
 };
@@ -40,7 +47,11 @@ struct SynthOptions {
 // heads, n_ff 8192; vocab 32000, untied output, as in our llama.cpp
 // comparisons), "qwen3moe-30b-a3b" (Qwen3-30B-A3B's transformer: n_embd
 // 2048, 48 layers, 32 heads, 4 KV heads, head_dim 128, 128 experts with 8
-// used, expert n_ff 768; vocab 32000, untied; sets the architecture).
+// used, expert n_ff 768; vocab 32000, untied; sets the architecture),
+// "lfm2-8b-a1b" (LFM2-8B-A1B: lfm2moe, n_embd 2048, 24 layers of which 2,
+// 6, 10, 14, 18 and 21 attend (32 heads, 8 KV heads) and the rest are short
+// convolutions of 3 taps, the first 2 FFNs dense (7168), then 32 experts
+// with 4 used, expert n_ff 1792; vocab 65536, tied).
 // Returns false for an unknown name.
 bool synth_preset(const std::string& name, SynthOptions* out);
 std::string synth_preset_names();

@@ -38,6 +38,11 @@ class SynthArch : public ::testing::TestWithParam<std::tuple<const char*, GgmlTy
       o.n_ff_shexp = 256;
     }
     if (o.arch == "olmoe") o.n_head_kv = o.n_head;  // OLMoE is multi-head
+    if (o.arch == "lfm2" || o.arch == "lfm2moe") {
+      o.n_layer = 3;  // short convolution, short convolution, attention
+      o.n_ff_exp = 128;
+      o.n_dense_leading = o.arch == "lfm2moe" ? 1 : 0;
+    }
     return o;
   }
 };
@@ -51,7 +56,7 @@ TEST_P(SynthArch, LoadsTokenizesAndRuns) {
   EXPECT_EQ((*model)->config().n_expert, moe ? 4 : 0);
   EXPECT_EQ((*model)->layer(0).bq.empty(), o.arch != "qwen2" && o.arch != "qwen2moe");
   EXPECT_EQ((*model)->layer(0).q_norm.empty(), o.arch != "qwen3" && o.arch != "qwen3moe" && o.arch != "olmoe");
-  EXPECT_EQ((*model)->layer(0).gate_exps.size(), moe ? 4u : 0u);
+  EXPECT_EQ((*model)->layer(o.n_layer - 1).gate_exps.size(), moe ? 4u : 0u);
   EXPECT_EQ((*model)->layer(0).shexp_gate.empty(), o.arch != "qwen2moe");
   auto tok = Tokenizer::from_gguf((*model)->gguf());
   ASSERT_TRUE(tok.is_ok()) << tok.status().to_string();
@@ -67,7 +72,7 @@ TEST_P(SynthArch, LoadsTokenizesAndRuns) {
 
 INSTANTIATE_TEST_SUITE_P(All, SynthArch,
                          ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe",
-                                                              "olmoe", "mixtral"),
+                                                              "olmoe", "mixtral", "lfm2", "lfm2moe"),
                                             ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0,
                                                               GgmlType::kQ4_0)),
                          [](const auto& param_info) {
@@ -85,6 +90,53 @@ struct LlamaCppLayout {
   std::map<std::string, std::vector<uint64_t>> optional;
 };
 
+// llama.cpp's lfm2 / lfm2moe (src/llama-model.cpp): KV heads per layer,
+// 0 marking a short convolution; the final norm token_embd_norm; the
+// output tied unless present; lfm2moe's experts after
+// leading_dense_block_count dense FFNs, each with its selection bias.
+LlamaCppLayout lfm2_layout(const GgufFile& g, uint64_t E, uint64_t H, uint64_t F, uint64_t X, uint64_t V) {
+  const std::string a = *g.find_string("general.architecture");
+  const uint64_t hd = E / H;
+  const auto L = static_cast<uint64_t>(g.find_int(a + ".shortconv.l_cache").value_or(0));
+  const auto dense = static_cast<uint64_t>(g.find_int(a + ".leading_dense_block_count").value_or(0));
+  const auto FX = static_cast<uint64_t>(g.find_int(a + ".expert_feed_forward_length").value_or(0));
+  const std::vector<int64_t>& kv = g.find(a + ".attention.head_count_kv")->ints;
+  LlamaCppLayout l;
+  l.required["token_embd.weight"] = {E, V};
+  l.required["token_embd_norm.weight"] = {E};
+  l.optional["output.weight"] = {E, V};
+  for (uint64_t i = 0; i < kv.size(); ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    l.required[p + "attn_norm.weight"] = {E};
+    l.required[p + "ffn_norm.weight"] = {E};
+    if (kv[i] == 0) {
+      l.required[p + "shortconv.conv.weight"] = {L, E};
+      l.required[p + "shortconv.in_proj.weight"] = {E, 3 * E};
+      l.required[p + "shortconv.out_proj.weight"] = {E, E};
+    } else {
+      const auto KV = static_cast<uint64_t>(kv[i]);
+      l.required[p + "attn_q.weight"] = {E, E};
+      l.required[p + "attn_k.weight"] = {E, hd * KV};
+      l.required[p + "attn_v.weight"] = {E, hd * KV};
+      l.required[p + "attn_output.weight"] = {E, E};
+      l.required[p + "attn_q_norm.weight"] = {hd};
+      l.required[p + "attn_k_norm.weight"] = {hd};
+    }
+    if (a == "lfm2" || i < dense) {
+      l.required[p + "ffn_gate.weight"] = {E, F};
+      l.required[p + "ffn_up.weight"] = {E, F};
+      l.required[p + "ffn_down.weight"] = {F, E};
+    } else {
+      l.required[p + "ffn_gate_inp.weight"] = {E, X};
+      l.required[p + "ffn_gate_exps.weight"] = {E, FX, X};
+      l.required[p + "ffn_up_exps.weight"] = {E, FX, X};
+      l.required[p + "ffn_down_exps.weight"] = {FX, E, X};
+      l.required[p + "exp_probs_b.bias"] = {X};
+    }
+  }
+  return l;
+}
+
 LlamaCppLayout llama_cpp_layout(const GgufFile& g) {
   const std::string a = *g.find_string("general.architecture");
   auto key = [&](const std::string& k) { return static_cast<uint64_t>(g.find_int(a + "." + k).value_or(0)); };
@@ -97,6 +149,7 @@ LlamaCppLayout llama_cpp_layout(const GgufFile& g) {
   const uint64_t FX = qwen_moe ? (key("expert_feed_forward_length") > 0 ? key("expert_feed_forward_length") : F / used) : F;
   LlamaCppLayout l;
   l.required["token_embd.weight"] = {E, V};
+  if (a == "lfm2" || a == "lfm2moe") return lfm2_layout(g, E, H, F, X, V);
   l.required["output_norm.weight"] = {E};
   (a == "qwen2moe" || a == "olmoe" ? l.required : l.optional)["output.weight"] = {E, V};
   for (uint64_t i = 0; i < key("block_count"); ++i) {
@@ -173,7 +226,7 @@ TEST_P(SynthArch, HasTheTensorsLlamaCppLoads) {
   auto model = Model::load(std::move(*g));
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   if (o.n_expert > 0) {
-    const auto& exps = want.required.at("blk.0.ffn_up_exps.weight");
+    const auto& exps = want.required.at("blk." + std::to_string(o.n_layer - 1) + ".ffn_up_exps.weight");
     EXPECT_EQ(static_cast<uint64_t>((*model)->config().n_ff_exp), exps[1]);
   }
 }
@@ -245,6 +298,28 @@ TEST(Synth, Qwen3Moe30bPresetHasTheRightShape) {
   EXPECT_EQ(o.n_head_kv, 4);
   o.n_layer = 12;
   EXPECT_NEAR(static_cast<double>(synth_param_count(o)), 7.6e9, 0.05e9);
+}
+
+// LFM2-8B-A1B: 8.3B parameters (1.5B active), 6 attention layers of 24.
+TEST(Synth, Lfm28bA1bPresetHasTheRightShape) {
+  SynthOptions o;
+  ASSERT_TRUE(synth_preset("lfm2-8b-a1b", &o));
+  EXPECT_EQ(o.arch, "lfm2moe");
+  EXPECT_EQ(o.n_layer, 24);
+  EXPECT_EQ(o.attention_layers, (std::vector<int>{2, 6, 10, 14, 18, 21}));
+  EXPECT_EQ(o.n_dense_leading, 2);
+  EXPECT_EQ(o.n_expert, 32);
+  EXPECT_EQ(o.n_expert_used, 4);
+  EXPECT_EQ(o.n_ff_exp, 1792);
+  EXPECT_NEAR(static_cast<double>(synth_param_count(o)), 8.3e9, 0.1e9);
+  // --layers 12 keeps the attention layers below it (2, 6, 10).
+  o.n_layer = 12;
+  o.n_vocab = 512;
+  o.n_embd = 256, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 256, o.n_ff_exp = 64, o.n_expert = 4, o.n_expert_used = 2;
+  auto model = load_synth(o);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->config().n_kv_layers, 3);
+  EXPECT_EQ((*model)->config().n_conv_layers, 9);
 }
 
 TEST(Synth, Llama1bPresetHasTheRightShape) {

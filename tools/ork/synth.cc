@@ -40,6 +40,8 @@ int synth(SynthCliOptions opt, const CLI::App& app) {
     if (given("--experts-used")) o.n_expert_used = opt.synth.n_expert_used;
     if (given("--expert-ff")) o.n_ff_exp = opt.synth.n_ff_exp;
     if (given("--shared-expert-ff")) o.n_ff_shexp = opt.synth.n_ff_shexp;
+    if (given("--attention-layers")) o.attention_layers = opt.synth.attention_layers;
+    if (given("--dense-layers")) o.n_dense_leading = opt.synth.n_dense_leading;
     if (given("--arch") || o.n_expert == 0) o.arch = opt.synth.arch;  // MoE presets name their architecture
   } else {
     o.arch = opt.synth.arch;
@@ -83,7 +85,7 @@ int synth(SynthCliOptions opt, const CLI::App& app) {
 
 Runner add_synth(CLI::App& app) {
   auto opt = std::make_shared<SynthCliOptions>();
-  app.add_option("--arch", opt->synth.arch, "Architecture: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe")
+  app.add_option("--arch", opt->synth.arch, "Architecture: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, lfm2, lfm2moe")
       ->capture_default_str();
   app.add_option("--preset", opt->preset, "Shape preset: " + synth_preset_names() + " (shape flags override it)");
   app.add_option("--n-embd", opt->synth.n_embd, "Embedding width")->capture_default_str();
@@ -99,6 +101,13 @@ Runner add_synth(CLI::App& app) {
   app.add_option("--experts-used", opt->synth.n_expert_used, "Experts each token is routed to")->capture_default_str();
   app.add_option("--expert-ff", opt->synth.n_ff_exp, "Each expert's FFN width, qwen2moe and qwen3moe (0: --n-ff; mixtral's and olmoe's are --n-ff)")->capture_default_str();
   app.add_option("--shared-expert-ff", opt->synth.n_ff_shexp, "qwen2moe's shared expert FFN width (0: --n-ff)")
+      ->capture_default_str();
+  app.add_option("--attention-layers", opt->synth.attention_layers,
+                 "lfm2, lfm2moe: the layers that attend, e.g. 2,6,10 (the others are short convolutions; default: "
+                 "every third from layer 2)")
+      ->delimiter(',');
+  app.add_option("--dense-layers", opt->synth.n_dense_leading,
+                 "lfm2moe: dense FFN layers before the experts (leading_dense_block_count)")
       ->capture_default_str();
   app.add_flag("--untied", opt->untied, "Write a separate output.weight instead of tying it to token_embd (qwen2moe and olmoe always have one: llama.cpp needs it)");
   app.add_option("--type", opt->type, "Matrix type: F32, F16, BF16, Q8_0, Q4_0")->capture_default_str();
