@@ -136,6 +136,47 @@ TEST(Api, GenerateKeepsTheCachedPrefix) {
   EXPECT_EQ(d->text, c->text);
 }
 
+// A hybrid model (lfm2: short convolutions keep a window of past inputs,
+// not a cache): a prompt that shares a prefix with the session reuses it
+// when the window still holds its inputs, starts over when it does not, and
+// either way answers as a fresh session does.
+TEST(Api, HybridSessionsReuseWhatTheirWindowHolds) {
+  ORK_REQUIRE_TESTDATA("hybrid/lfm2-f32.gguf");
+  auto m = load_model(testing::testdata("hybrid/lfm2-f32.gguf"));
+  ASSERT_NE(m, nullptr);
+  auto s = std::move(Session::create(*m, {.n_ctx = 512})).value();
+  GenerateOptions o;
+  o.max_tokens = 8;
+  o.ignore_eos = true;
+  const std::vector<int32_t> first = m->tokenize("Once upon a time there was a cat");
+  ASSERT_TRUE(s->generate(first, *greedy(), o).is_ok());
+  auto answer_fresh = [&](const std::vector<int32_t>& prompt) {
+    auto fresh = std::move(Session::create(*m, {.n_ctx = 512})).value();
+    return std::move(fresh->generate(prompt, *greedy(), o)).value();
+  };
+  // Diverging two tokens before the end: within the window, kept.
+  std::vector<int32_t> near = s->tokens();
+  near.resize(near.size() - 2);
+  const std::vector<int32_t> added = m->tokenize(" and a dog", false);
+  near.insert(near.end(), added.begin(), added.end());
+  auto b = s->generate(near, *greedy(), o);
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->prompt_evaluated, static_cast<int>(added.size()));
+  EXPECT_EQ(b->text, answer_fresh(near).text);
+  // A long story, then a prompt diverging near its start: starts over.
+  std::vector<int32_t> longer = s->tokens();
+  for (int i = 0; i < 12; ++i) {
+    for (int32_t t : m->tokenize(" and then the cat ran to the big tree", false)) longer.push_back(t);
+  }
+  ASSERT_TRUE(s->generate(longer, *greedy(), o).is_ok());
+  std::vector<int32_t> early(longer.begin(), longer.begin() + 5);
+  for (int32_t t : m->tokenize(" a little girl", false)) early.push_back(t);
+  auto c = s->generate(early, *greedy(), o);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(c->prompt_evaluated, static_cast<int>(early.size()));
+  EXPECT_EQ(c->text, answer_fresh(early).text);
+}
+
 TEST(Api, StopStringsEndGenerationBeforeThemAndAreNeverStreamed) {
   auto m = load_model();
   ASSERT_NE(m, nullptr);

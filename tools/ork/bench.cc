@@ -168,7 +168,7 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
                 o.n_gen, c.median, npu_cli.engine()->name().c_str(), n.median);
     std::printf("decode ratio     %.4f (median of the pairs; min %.4f, max %.4f); read bandwidth %.2f GB/s (%.2f-%.2f)\n",
                 q.median, q.min, q.max, b.median, b.min, b.max);
-    npu_cli.report(stdout, decode_stats, DispatchStats());
+    npu_cli.report(stdout, decode_stats, DispatchStats(), &model.config());
   }
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;
@@ -294,7 +294,7 @@ int bench(BenchOptions& o) {
     std::printf("decode           not measured (-n 0)\n");
   }
   if (o.profile && profile.tokens > 0) print_profile(stdout, profile, bw);
-  npu_cli.report(stdout, decode_stats, prefill_stats);
+  npu_cli.report(stdout, decode_stats, prefill_stats, &model->config());
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;
 }

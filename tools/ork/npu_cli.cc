@@ -102,7 +102,8 @@ const char* clock_name(const DispatchOptions& o) {
 
 }  // namespace
 
-void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchStats& prefill) const {
+void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchStats& prefill,
+                    const ModelConfig* config) const {
   if (!engine_) return;
   const npu::NpuEngine::Stats s = engine_->stats();
   std::fprintf(out, "npu              %s; %llu jobs, %llu programs\n", engine_->name().c_str(),
@@ -138,6 +139,11 @@ void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchS
                s.modeled_device_us / 1e3, s.host_wall_us / 1e3);
   std::fprintf(out, "npu window       %llu maps, %llu evictions\n", static_cast<unsigned long long>(s.maps),
                static_cast<unsigned long long>(s.evictions));
+  if (config != nullptr && config->is_hybrid()) {
+    std::fprintf(out, "npu recurrent    %d short-convolution layers: their in/out projections are routed like any "
+                      "matmul; each convolution and its window of past inputs stay on the CPU\n",
+                 config->n_conv_layers);
+  }
   const uint64_t on_npu = prefill.prefill[static_cast<size_t>(Route::kNpu)] + prefill.prefill[static_cast<size_t>(Route::kSplit)] +
                           decode.decode[static_cast<size_t>(Route::kOverlay)];
   if (on_npu == 0 && prefill.npu_refused > 0) {

@@ -33,7 +33,10 @@ struct NpuCli {
   void attach(Context& ctx) const;
   // Routing decisions, the overlay, the device's modeled time and the
   // host's wall time, labelled.
-  void report(std::FILE* out, const DispatchStats& decode, const DispatchStats& prefill) const;
+  // `config`, when given, says what stays on the CPU whatever the routing
+  // (a hybrid model's short convolutions).
+  void report(std::FILE* out, const DispatchStats& decode, const DispatchStats& prefill,
+              const ModelConfig* config = nullptr) const;
   // The same as JSON members (", \"npu\": {...}"), or "" without --npu.
   std::string json(const DispatchStats& decode, const DispatchStats& prefill) const;
   const PerfModel* model() const { return model_.get(); }

@@ -133,7 +133,7 @@ int run(RunOptions& opt) {
                generated / r.generate_seconds);
   if (opt.stats) print_stats(model.internal(), ctx.moe_stats(), prompt_stats, generated);
   if (opt.profile) print_profile(stderr, profile, 0.0);
-  npu_cli.report(stderr, ctx.dispatch_stats(), prefill_stats);
+  npu_cli.report(stderr, ctx.dispatch_stats(), prefill_stats, &model.internal().config());
   ctx.set_npu(nullptr);
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;
