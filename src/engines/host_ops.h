@@ -1,6 +1,6 @@
 // The ops of a forward pass that are not matmuls - norms, RoPE, SwiGLU,
-// attention over the KV cache, short convolutions, embedding lookups - as
-// the model sees them.
+// attention over the KV cache, short convolutions, DeltaNet recurrences,
+// embedding lookups - as the model sees them.
 // Only the CPU runs them (the NPU's datapath is the matmul); the CPU engine
 // implements this on its SIMD kernels or, when set to, on the scalar
 // reference, so the model never names a kernel.
@@ -31,6 +31,21 @@ struct AttentionArgs {
   const float* v32 = nullptr;
 };
 
+// One gated DeltaNet layer's recurrence over n tokens of one sequence:
+// each v-head j (reading k-head j % n_k_heads) through ref::delta_rule with
+// its state, q, k, v from `qkv` (n rows of qkv_stride: q of every k-head,
+// then k, then v of every v-head), beta and decay per token and v-head.
+struct DeltaNetArgs {
+  float* state = nullptr;  // n_v_heads x k_dim x v_dim
+  int n_k_heads = 0, n_v_heads = 0, k_dim = 0, v_dim = 0;
+  int n_tokens = 0;
+  const float* qkv = nullptr;
+  int64_t qkv_stride = 0;
+  const float* beta = nullptr;   // n_tokens x n_v_heads
+  const float* decay = nullptr;  // n_tokens x n_v_heads
+  float* out = nullptr;          // n_tokens x (n_v_heads x v_dim)
+};
+
 class HostOps {
  public:
   virtual ~HostOps() = default;
@@ -54,6 +69,10 @@ class HostOps {
   // LFM2's gated short convolution of n tokens (ref::short_conv).
   virtual void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history,
                           float* u, float* out) = 0;
+  // Qwen3.5's causal convolution and SiLU of n tokens (ref::conv_silu).
+  virtual void conv_silu(const float* x, int n, int width, const float* w, int taps, const float* history,
+                         float* out) = 0;
+  virtual void delta_net(const DeltaNetArgs& a) = 0;
   // Row `token` of an embedding matrix (w.cols floats).
   virtual void embed(const WeightView& w, int32_t token, float* out) = 0;
 };

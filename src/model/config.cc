@@ -13,10 +13,12 @@ extern const ArchSpec kArchQwen3Moe;
 extern const ArchSpec kArchOlmoe;
 extern const ArchSpec kArchLfm2;
 extern const ArchSpec kArchLfm2Moe;
+extern const ArchSpec kArchQwen35;
+extern const ArchSpec kArchQwen35Moe;
 
 namespace {
-const std::array<const ArchSpec*, 8> kArchs = {&kArchLlama, &kArchQwen2,  &kArchQwen3, &kArchQwen2Moe,
-                                               &kArchQwen3Moe, &kArchOlmoe, &kArchLfm2, &kArchLfm2Moe};
+const std::array<const ArchSpec*, 10> kArchs = {&kArchLlama,  &kArchQwen2, &kArchQwen3,  &kArchQwen2Moe, &kArchQwen3Moe,
+                                                &kArchOlmoe,  &kArchLfm2,  &kArchLfm2Moe, &kArchQwen35,  &kArchQwen35Moe};
 }
 
 const ArchSpec* find_arch(const std::string& name) {
@@ -37,6 +39,37 @@ namespace {
 Status require_positive(const GgufFile& gguf, const std::string& key, int64_t value, int64_t max) {
   if (value <= 0 || value > max) {
     return error(StatusCode::kCorrupt, "{}: metadata '{}' = {} is out of range (1..{})", gguf.path(), key, value, max);
+  }
+  return Status::ok();
+}
+
+// qwen35: every `full_attention_interval`-th layer attends, the others
+// are gated DeltaNets whose shape the `ssm.*` keys give.
+Status read_delta_net(const GgufFile& gguf, const std::string& p, ModelConfig* c) {
+  auto get = [&](const char* key, int64_t lo, int64_t hi, int* out) -> Status {
+    ORK_ASSIGN_OR_RETURN(const int64_t v, gguf.get_int(p + key));
+    if (v < lo || v > hi) {
+      return error(StatusCode::kCorrupt, "{}: metadata '{}{}' = {} is out of range ({}..{})", gguf.path(), p, key, v, lo,
+                   hi);
+    }
+    *out = static_cast<int>(v);
+    return Status::ok();
+  };
+  int interval = 0, inner = 0;
+  ORK_RETURN_IF_ERROR(get("full_attention_interval", 1, c->n_layer, &interval));
+  ORK_RETURN_IF_ERROR(get("ssm.conv_kernel", 2, 64, &c->ssm_conv_kernel));
+  ORK_RETURN_IF_ERROR(get("ssm.state_size", 1, 1024, &c->ssm_k_dim));
+  ORK_RETURN_IF_ERROR(get("ssm.group_count", 1, 1024, &c->ssm_k_heads));
+  ORK_RETURN_IF_ERROR(get("ssm.time_step_rank", 1, 1024, &c->ssm_v_heads));
+  ORK_RETURN_IF_ERROR(get("ssm.inner_size", 1, 1 << 20, &inner));
+  if (inner % c->ssm_v_heads != 0 || c->ssm_v_heads % c->ssm_k_heads != 0) {
+    return error(StatusCode::kCorrupt, "{}: metadata '{}ssm.inner_size' = {} is not a multiple of '{}ssm.time_step_rank' "
+                 "= {}, or that is not a multiple of '{}ssm.group_count' = {}", gguf.path(), p, inner, p,
+                 c->ssm_v_heads, p, c->ssm_k_heads);
+  }
+  c->ssm_v_dim = inner / c->ssm_v_heads;
+  for (int l = 0; l < c->n_layer; ++l) {
+    c->blocks[static_cast<size_t>(l)] = (l + 1) % interval == 0 ? BlockKind::kAttention : BlockKind::kDeltaNet;
   }
   return Status::ok();
 }
@@ -84,9 +117,13 @@ Status read_layer_pattern(const GgufFile& gguf, const std::string& p, ModelConfi
   } else {
     c->n_head_kv = c->n_head;
   }
+  if (c->arch->layers == LayerPattern::kFullAttentionInterval) {
+    ORK_RETURN_IF_ERROR(read_delta_net(gguf, p, c));
+  }
   for (BlockKind b : c->blocks) {
     c->kv_slot.push_back(b == BlockKind::kAttention ? c->n_kv_layers++ : -1);
     c->conv_slot.push_back(b == BlockKind::kShortConv ? c->n_conv_layers++ : -1);
+    c->delta_slot.push_back(b == BlockKind::kDeltaNet ? c->n_delta_layers++ : -1);
   }
   if (c->arch->layers == LayerPattern::kKvHeadsZeroConv) {
     const std::string key = p + "shortconv.l_cache";

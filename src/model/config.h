@@ -20,7 +20,9 @@ enum class QkNorm { kNone, kPerHead, kWhole };
 // What mixes tokens in one layer: attention over the KV cache, or a gated
 // short causal convolution over the last few tokens (LFM2), whose state is
 // a window of past inputs rather than a cache that grows.
-enum class BlockKind : uint8_t { kAttention, kShortConv };
+// Or a gated DeltaNet (Qwen3.5): linear attention whose state is one
+// matrix per head, updated by the delta rule token by token.
+enum class BlockKind : uint8_t { kAttention, kShortConv, kDeltaNet };
 
 // A layer's feed-forward: dense (n_ff) or a mixture of experts.
 enum class FfnKind : uint8_t { kDense, kMoe };
@@ -34,7 +36,8 @@ enum class Gating : uint8_t { kSoftmax, kSigmoid };
 // Where an architecture's layer pattern comes from.
 enum class LayerPattern : uint8_t {
   kAttention,       // every layer attends
-  kKvHeadsZeroConv  // `attention.head_count_kv` per layer; 0 = a short-convolution layer (lfm2)
+  kKvHeadsZeroConv,  // `attention.head_count_kv` per layer; 0 = a short-convolution layer (lfm2)
+  kFullAttentionInterval  // layer l attends iff (l + 1) % `full_attention_interval` == 0, else DeltaNet (qwen35)
 };
 
 // What distinguishes one architecture of the llama family from another.
@@ -63,6 +66,12 @@ struct ArchSpec {
   LayerPattern layers = LayerPattern::kAttention;
   // The final norm's tensor (lfm2: "token_embd_norm.weight").
   const char* output_norm = "output_norm.weight";
+  // Each layer's FFN norm (qwen35: "post_attention_norm.weight").
+  const char* ffn_norm = "ffn_norm.weight";
+  // Gated attention (qwen35): attn_q gives each head's query and an output
+  // gate side by side (2 x head_dim per head); the attention's output is
+  // multiplied by sigmoid(gate).
+  bool gated_attention = false;
 };
 
 const ArchSpec* find_arch(const std::string& name);
@@ -97,9 +106,21 @@ struct ModelConfig {
   std::vector<int> kv_slot, conv_slot;
   int n_kv_layers = 0, n_conv_layers = 0;
   int conv_kernel = 0;
+  // Gated DeltaNet layers (qwen35): `ssm.group_count` k-heads of
+  // `ssm.state_size` (q and k), `ssm.time_step_rank` v-heads of
+  // `ssm.inner_size` / v-heads; v-head j reads k-head j % k-heads. A
+  // causal convolution of `ssm.conv_kernel` taps over q, k and v first.
+  std::vector<int> delta_slot;
+  int n_delta_layers = 0;
+  int ssm_conv_kernel = 0, ssm_k_heads = 0, ssm_v_heads = 0, ssm_k_dim = 0, ssm_v_dim = 0;
+  int ssm_qkv_dim() const { return 2 * ssm_k_heads * ssm_k_dim + ssm_v_heads * ssm_v_dim; }
+  int ssm_inner() const { return ssm_v_heads * ssm_v_dim; }
 
   bool is_moe() const { return n_expert > 0; }
-  bool is_hybrid() const { return n_conv_layers > 0; }
+  bool is_hybrid() const { return n_conv_layers > 0 || n_delta_layers > 0; }
+  // Whether truncating below n_past must start over (a DeltaNet's state
+  // cannot be rewound).
+  bool has_delta_layers() const { return n_delta_layers > 0; }
   bool attends(int layer) const { return blocks[static_cast<size_t>(layer)] == BlockKind::kAttention; }
   bool moe_layer(int layer) const { return ffns[static_cast<size_t>(layer)] == FfnKind::kMoe; }
 

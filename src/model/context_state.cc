@@ -2,8 +2,10 @@
 // /load): the positions in use, per attention layer and KV head, as the
 // kernels keep them (f16 on the fast path, f32 on the reference path); for
 // a hybrid model (ORKSESS2) also each short convolution's last
-// conv_kernel - 1 inputs, f32.
+// conv_kernel - 1 inputs and each DeltaNet's state matrices and last
+// convolution inputs, f32.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -23,12 +25,19 @@ struct StateHeader {
   uint32_t conv_rows;  // ORKSESS2: inputs kept per short-convolution layer (ORKSESS1: 0)
 };
 
+// Floats of every DeltaNet layer's state and convolution inputs.
+size_t delta_floats(const ModelConfig& c) {
+  const auto layers = static_cast<size_t>(c.n_delta_layers);
+  return layers * (static_cast<size_t>(c.ssm_v_heads) * c.ssm_k_dim * c.ssm_v_dim +
+                   static_cast<size_t>(c.ssm_conv_kernel - 1) * static_cast<size_t>(c.ssm_qkv_dim()));
+}
+
 }  // namespace
 
 Status Context::save_state(const std::string& path, std::span<const int32_t> tokens) const {
   StateHeader h{};
   std::memcpy(h.magic, c_.is_hybrid() ? kMagicHybrid : kMagic, 8);
-  h.conv_rows = c_.is_hybrid() ? static_cast<uint32_t>(c_.conv_kernel - 1) : 0;
+  h.conv_rows = c_.n_conv_layers > 0 ? static_cast<uint32_t>(c_.conv_kernel - 1) : 0;
   h.n_layer = static_cast<uint32_t>(c_.n_layer);
   h.n_head_kv = static_cast<uint32_t>(c_.n_head_kv);
   h.head_dim = static_cast<uint32_t>(c_.head_dim);
@@ -68,6 +77,17 @@ Status Context::save_state(const std::string& path, std::span<const int32_t> tok
       ORK_RETURN_IF_ERROR(f.write(row.data(), uE * 4));
     }
   }
+  // The DeltaNets' states and convolution inputs, as they are (zero at
+  // position 0: a fresh Context's are zeroed when it first evaluates).
+  if (c_.has_delta_layers()) {
+    if (delta_state_.empty() || n_past_ == 0) {
+      const std::vector<float> zeros(delta_floats(c_), 0.0f);
+      ORK_RETURN_IF_ERROR(f.write(zeros.data(), zeros.size() * 4));
+    } else {
+      ORK_RETURN_IF_ERROR(f.write(delta_state_.data(), delta_state_.size() * 4));
+      ORK_RETURN_IF_ERROR(f.write(delta_conv_.data(), delta_conv_.size() * 4));
+    }
+  }
   return f.commit();
 }
 
@@ -80,7 +100,7 @@ Result<std::vector<int32_t>> Context::load_state(const std::string& path) {
   if (!in || (!hybrid_file && std::memcmp(h.magic, kMagic, 8) != 0)) {
     return error(StatusCode::kCorrupt, "{}: not an ork session file", path);
   }
-  const uint32_t conv_rows = c_.is_hybrid() ? static_cast<uint32_t>(c_.conv_kernel - 1) : 0;
+  const uint32_t conv_rows = c_.n_conv_layers > 0 ? static_cast<uint32_t>(c_.conv_kernel - 1) : 0;
   if (hybrid_file != c_.is_hybrid() || h.conv_rows != conv_rows) {
     return error(StatusCode::kInvalidArgument, "{}: saved for another model ({} short-convolution inputs per layer; this "
                  "model keeps {})", path, hybrid_file ? h.conv_rows : 0, conv_rows);
@@ -132,6 +152,13 @@ Result<std::vector<int32_t>> Context::load_state(const std::string& path) {
         std::copy(row.begin(), row.end(),
                   &conv_ring_[(static_cast<size_t>(l) * conv_window() + static_cast<size_t>(pos) % conv_window()) * uE]);
       }
+    }
+  }
+  if (c_.has_delta_layers() && in) {
+    in.read(reinterpret_cast<char*>(delta_state_.data()), static_cast<std::streamsize>(delta_state_.size() * 4));
+    in.read(reinterpret_cast<char*>(delta_conv_.data()), static_cast<std::streamsize>(delta_conv_.size() * 4));
+    for (float v : delta_state_) {
+      if (!std::isfinite(v)) return error(StatusCode::kCorrupt, "{}: a DeltaNet state holds {}", path, v);
     }
   }
   if (!in) return error(StatusCode::kCorrupt, "{}: truncated", path);

@@ -45,9 +45,10 @@ void Context::advance(int n) {
 
 int Context::truncate(int pos) {
   pos = std::clamp(pos, 0, n_past_);
-  if (c_.is_hybrid() && pos > 0 && pos - (c_.conv_kernel - 1) < conv_lowest_) {
+  if (c_.n_conv_layers > 0 && pos > 0 && pos - (c_.conv_kernel - 1) < conv_lowest_) {
     pos = 0;  // the inputs the convolutions need there are gone
   }
+  if (c_.has_delta_layers() && pos < n_past_) pos = 0;  // a DeltaNet's state holds every position
   if (pos == 0) conv_lowest_ = 0;
   n_past_ = pos;
   return pos;
@@ -85,7 +86,8 @@ void Context::resize_scratch(int n) {
   const auto un = static_cast<size_t>(n);
   x_.resize(un * c_.n_embd);
   xn_.resize(un * c_.n_embd);
-  q_.resize(un * c_.q_dim());
+  q_.resize(un * c_.q_dim() * (c_.arch->gated_attention ? 2 : 1));
+  if (c_.arch->gated_attention) attn_gate_.resize(un * c_.q_dim());
   k_.resize(un * c_.kv_dim());
   v_.resize(un * c_.kv_dim());
   attn_.resize(un * c_.q_dim());
@@ -100,13 +102,28 @@ void Context::resize_scratch(int n) {
     k_cache_.assign(cache, 0.0f);
     v_cache_.assign(cache, 0.0f);
   }
-  if (c_.is_hybrid()) {
+  if (c_.n_conv_layers > 0) {
     const size_t E = static_cast<size_t>(c_.n_embd);
     bcx_.resize(un * 3 * E);
     conv_u_.resize(un * E);
     conv_y_.resize(un * E);
     conv_history_.resize(static_cast<size_t>(c_.conv_kernel - 1) * E);
     conv_ring_.resize(static_cast<size_t>(c_.n_conv_layers) * conv_window() * E);
+  }
+  if (c_.has_delta_layers()) {
+    const auto qkv = static_cast<size_t>(c_.ssm_qkv_dim()), inner = static_cast<size_t>(c_.ssm_inner());
+    const auto nv = static_cast<size_t>(c_.ssm_v_heads), taps = static_cast<size_t>(c_.ssm_conv_kernel);
+    const auto layers = static_cast<size_t>(c_.n_delta_layers);
+    dqkv_.resize(un * qkv);
+    dconv_.resize(un * qkv);
+    dz_.resize(un * inner);
+    dout_.resize(un * inner);
+    dbeta_.resize(un * nv);
+    dalpha_.resize(un * nv);
+    ddecay_.resize(un * nv);
+    dhistory_.resize((taps - 1 + un) * qkv);
+    delta_state_.resize(layers * nv * static_cast<size_t>(c_.ssm_k_dim) * static_cast<size_t>(c_.ssm_v_dim));
+    delta_conv_.resize(layers * (taps - 1) * qkv);
   }
 }
 
@@ -170,6 +187,18 @@ void Context::finish_projection(int layer, int n, int which) {
     store_kv(layer, n, /*values=*/true);
     return;
   }
+  if (which == 0 && c_.arch->gated_attention) {
+    // [q | gate] per head, side by side: q packed to q_dim per token, the
+    // gates aside (each gate is copied before any query lands on it).
+    const size_t hd = static_cast<size_t>(c_.head_dim), qd = static_cast<size_t>(c_.q_dim());
+    for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
+      for (size_t h = 0; h < static_cast<size_t>(c_.n_head); ++h) {
+        const float* src = &q_[t * 2 * qd + h * 2 * hd];
+        std::copy_n(src + hd, hd, &attn_gate_[t * qd + h * hd]);
+        std::copy(src, src + hd, &q_[t * qd + h * hd]);
+      }
+    }
+  }
   const int heads = which == 0 ? c_.n_head : c_.n_head_kv;
   const std::vector<float>& norm = which == 0 ? L.q_norm : L.k_norm;
   const RopeParams rope = rope_params();
@@ -219,6 +248,7 @@ const char* Context::Profile::name(Phase phase) {
     case kExpertsGateUp: return "experts: gate, up";
     case kExpertsDown: return "experts: down";
     case kConv: return "short conv";
+    case kDeltaNet: return "deltanet";
     case kSharedExpert: return "shared expert";
     case kFfnGateUp: return "ffn: gate, up";
     case kFfnDown: return "ffn: down";
@@ -269,11 +299,21 @@ uint64_t Context::memory_bytes(const ModelConfig& c, int n_ctx, int n_batch, boo
   // Short convolutions: their window of past inputs, and B, C, X, u and y per token.
   const uint64_t conv = 4ull * static_cast<uint64_t>(c.n_conv_layers) * static_cast<uint64_t>(conv_window(c)) *
                         static_cast<uint64_t>(c.n_embd);
-  const uint64_t conv_per_token = c.is_hybrid() ? 5ull * c.n_embd : 0;
+  const uint64_t conv_per_token = c.n_conv_layers > 0 ? 5ull * c.n_embd : 0;
+  // DeltaNets: each layer's state and convolution inputs; the batch's
+  // projections, gates and outputs.
+  const auto qkv = static_cast<uint64_t>(c.ssm_qkv_dim()), inner = static_cast<uint64_t>(c.ssm_inner());
+  const uint64_t delta = c.has_delta_layers()
+                             ? 4ull * static_cast<uint64_t>(c.n_delta_layers) *
+                                   (static_cast<uint64_t>(c.ssm_v_heads) * c.ssm_k_dim * c.ssm_v_dim +
+                                    static_cast<uint64_t>(c.ssm_conv_kernel - 1) * qkv)
+                             : 0;
+  const uint64_t delta_per_token = c.has_delta_layers() ? 3 * qkv + 2 * inner + 3ull * c.ssm_v_heads : 0;
   // x, xn, q, k, v, attn, gate, up per token; the logits; the scores.
   const uint64_t per_token = 2ull * c.n_embd + 2ull * c.q_dim() + 2ull * c.kv_dim() +
                              2ull * static_cast<uint64_t>(std::max(c.n_ff, c.n_ff_exp)) + static_cast<uint64_t>(c.n_vocab);
-  return cache + conv + 4 * (batch * (per_token + conv_per_token) + positions * static_cast<uint64_t>(c.n_head));
+  return cache + conv + delta +
+         4 * (batch * (per_token + conv_per_token + delta_per_token) + positions * static_cast<uint64_t>(c.n_head));
 }
 
 Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
@@ -313,6 +353,11 @@ Status Context::attention_block(int il, int n) {
                                     [&](int which) { finish_projection(il, n, which); }));
   lap(Profile::kQkv, matrix_bytes(L.wq) + matrix_bytes(L.wk) + matrix_bytes(L.wv));
   attention(il, n);
+  if (c_.arch->gated_attention) {
+    for (size_t i = 0; i < static_cast<size_t>(n) * c_.q_dim(); ++i) {
+      attn_[i] *= 1.0f / (1.0f + std::exp(-attn_gate_[i]));
+    }
+  }
   lap(Profile::kAttention, layer_kv_bytes);
   ORK_RETURN_IF_ERROR(matmul(L.wo, attn_.data(), n, xn_.data()));
   for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x_[i] += xn_[i];
@@ -422,7 +467,10 @@ Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& 
   if (timed) lap(Profile::kEmbed, 0);
 
   for (int il = 0; il < c_.n_layer; ++il) {
-    ORK_RETURN_IF_ERROR(c_.attends(il) ? attention_block(il, n) : conv_block(il, n));
+    const BlockKind kind = c_.blocks[static_cast<size_t>(il)];
+    ORK_RETURN_IF_ERROR(kind == BlockKind::kAttention ? attention_block(il, n)
+                        : kind == BlockKind::kShortConv ? conv_block(il, n)
+                                                        : delta_block(il, n));
     ORK_RETURN_IF_ERROR(ffn_block(il, n));
   }
 

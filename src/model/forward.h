@@ -121,6 +121,7 @@ class Context {
       kAttention,      // scores and values over the KV cache
       kO,              // the o input, the o loop, the residual
       kConv,           // a short-convolution layer: norm, in_proj, the convolution, out_proj, the residual
+      kDeltaNet,       // a gated DeltaNet layer: norm, projections, convolution, recurrence, out_proj, the residual
       kRouter,         // ffn norm, the router, top-k
       kExpertsGateUp,  // the routed experts' inputs, the gate/up loop (down inputs inside)
       kExpertsDown,    // the down loop (the weighted sum inside), the residual
@@ -152,13 +153,14 @@ class Context {
   Result<std::vector<int32_t>> load_state(const std::string& path);
   // Forgets the cache from position `pos` on (0 = everything) and returns
   // the position kept: `pos`, or 0 when a short convolution no longer holds
-  // the inputs it needs at `pos` (it keeps the last conv_window() of them),
-  // so that the caller evaluates from there.
+  // the inputs it needs at `pos` (it keeps the last conv_window() of them)
+  // or a DeltaNet's state would have to be rewound (it cannot), so that the
+  // caller evaluates from there.
   int truncate(int pos);
   // Past inputs each short-convolution layer keeps: its kernel's, and a
   // margin for truncating to a slightly earlier position (a re-rendered
   // chat turn).
-  static size_t conv_window(const ModelConfig& c) { return c.is_hybrid() ? static_cast<size_t>(c.conv_kernel - 1 + 64) : 0; }
+  static size_t conv_window(const ModelConfig& c) { return c.n_conv_layers > 0 ? static_cast<size_t>(c.conv_kernel - 1 + 64) : 0; }
   size_t conv_window() const { return conv_window(c_); }
 
  private:
@@ -173,6 +175,7 @@ class Context {
   Status eval_checked(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits);
   Status attention_block(int layer, int n);
   Status conv_block(int layer, int n);
+  Status delta_block(int layer, int n);
   void advance(int n);
   Status ffn_block(int layer, int n);
   Status moe_ffn(int layer, int n);
@@ -212,6 +215,13 @@ class Context {
   std::vector<float> conv_ring_;
   int conv_lowest_ = 0;
   std::vector<float> bcx_, conv_u_, conv_y_, conv_history_;
+  // Gated DeltaNets (qwen35): each layer's state matrices and last
+  // ssm_conv_kernel - 1 inputs of its convolution (zero before position
+  // 0), [delta layer][...]; the batch's projections, gates and outputs.
+  std::vector<float> delta_state_, delta_conv_;
+  std::vector<float> dqkv_, dconv_, dz_, dbeta_, dalpha_, ddecay_, dout_, dhistory_;
+  // Gated attention (qwen35): each head's output gate.
+  std::vector<float> attn_gate_;
 
   MoeStats moe_stats_;
   Profile* profile_ = nullptr;

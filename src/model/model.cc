@@ -219,10 +219,40 @@ Status check_nothing_left(const Binder& b, const ModelConfig& c) {
                b.path(), escape_text(first), c.arch->name, left.size());
 }
 
-// One attention layer's projections, biases and QK-norm weights.
+// The kernel of a causal convolution, ne = [taps, channels], as
+// [tap][channel].
+Status bind_conv_kernel(Binder& b, const std::string& name, int taps, int channels, std::vector<float>* out) {
+  std::vector<float> kernel;  // [channel][tap] as stored
+  ORK_RETURN_IF_ERROR(b.small_matrix(name, taps, channels, &kernel));
+  out->resize(kernel.size());
+  for (int ch = 0; ch < channels; ++ch) {
+    for (int tap = 0; tap < taps; ++tap) {
+      (*out)[static_cast<size_t>(tap) * channels + ch] = kernel[static_cast<size_t>(ch) * taps + tap];
+    }
+  }
+  return Status::ok();
+}
+
+// One gated DeltaNet layer's tensors.
+Status bind_delta_net(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights* out) {
+  LayerWeights& l = *out;
+  const int nv = c.ssm_v_heads;
+  ORK_RETURN_IF_ERROR(b.matrix(p + "attn_qkv.weight", c.n_embd, c.ssm_qkv_dim(), &l.ssm_qkv));
+  ORK_RETURN_IF_ERROR(b.matrix(p + "attn_gate.weight", c.n_embd, c.ssm_inner(), &l.ssm_gate));
+  ORK_RETURN_IF_ERROR(b.matrix(p + "ssm_beta.weight", c.n_embd, nv, &l.ssm_beta));
+  ORK_RETURN_IF_ERROR(b.matrix(p + "ssm_alpha.weight", c.n_embd, nv, &l.ssm_alpha));
+  ORK_RETURN_IF_ERROR(bind_conv_kernel(b, p + "ssm_conv1d.weight", c.ssm_conv_kernel, c.ssm_qkv_dim(), &l.ssm_conv_w));
+  ORK_RETURN_IF_ERROR(b.vector(p + "ssm_dt.bias", nv, &l.ssm_dt_bias));
+  ORK_RETURN_IF_ERROR(b.vector(p + "ssm_a", nv, &l.ssm_a));
+  ORK_RETURN_IF_ERROR(b.vector(p + "ssm_norm.weight", c.ssm_v_dim, &l.ssm_norm));
+  return b.matrix(p + "ssm_out.weight", c.ssm_inner(), c.n_embd, &l.ssm_out);
+}
+
+// One attention layer's projections, biases and QK-norm weights; a gated
+// attention's q projection holds each head's gate beside its query.
 Status bind_attention(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights* out) {
   LayerWeights& l = *out;
-  ORK_RETURN_IF_ERROR(b.matrix(p + "attn_q.weight", c.n_embd, c.q_dim(), &l.wq));
+  ORK_RETURN_IF_ERROR(b.matrix(p + "attn_q.weight", c.n_embd, (c.arch->gated_attention ? 2 : 1) * c.q_dim(), &l.wq));
   ORK_RETURN_IF_ERROR(b.matrix(p + "attn_k.weight", c.n_embd, c.kv_dim(), &l.wk));
   ORK_RETURN_IF_ERROR(b.matrix(p + "attn_v.weight", c.n_embd, c.kv_dim(), &l.wv));
   ORK_RETURN_IF_ERROR(b.matrix(p + "attn_output.weight", c.q_dim(), c.n_embd, &l.wo));
@@ -297,19 +327,14 @@ Status Model::bind() {
     ORK_RETURN_IF_ERROR(b.vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
     if (c.blocks[static_cast<size_t>(i)] == BlockKind::kShortConv) {
       ORK_RETURN_IF_ERROR(b.matrix(p + "shortconv.in_proj.weight", c.n_embd, 3 * static_cast<int64_t>(c.n_embd), &l.conv_in));
-      std::vector<float> kernel;  // [channel][tap] as stored
-      ORK_RETURN_IF_ERROR(b.small_matrix(p + "shortconv.conv.weight", c.conv_kernel, c.n_embd, &kernel));
-      l.conv_w.resize(kernel.size());
-      for (int ch = 0; ch < c.n_embd; ++ch) {
-        for (int tap = 0; tap < c.conv_kernel; ++tap) {
-          l.conv_w[static_cast<size_t>(tap) * c.n_embd + ch] = kernel[static_cast<size_t>(ch) * c.conv_kernel + tap];
-        }
-      }
+      ORK_RETURN_IF_ERROR(bind_conv_kernel(b, p + "shortconv.conv.weight", c.conv_kernel, c.n_embd, &l.conv_w));
       ORK_RETURN_IF_ERROR(b.matrix(p + "shortconv.out_proj.weight", c.n_embd, c.n_embd, &l.conv_out));
+    } else if (c.blocks[static_cast<size_t>(i)] == BlockKind::kDeltaNet) {
+      ORK_RETURN_IF_ERROR(bind_delta_net(b, c, p, &l));
     } else {
       ORK_RETURN_IF_ERROR(bind_attention(b, c, p, &l));
     }
-    ORK_RETURN_IF_ERROR(b.vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
+    ORK_RETURN_IF_ERROR(b.vector(p + c.arch->ffn_norm, c.n_embd, &l.ffn_norm));
     if (!c.moe_layer(i)) {
       ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, &l.w_gate));
       ORK_RETURN_IF_ERROR(b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, &l.w_up));
@@ -335,8 +360,9 @@ Status Model::bind() {
 uint64_t Model::dense_bytes_per_token() const {
   uint64_t total = 0;
   for (const LayerWeights& L : layers_) {
-    for (const WeightView* w : {&L.conv_in, &L.conv_out, &L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router,
-                                     &L.gate_shexp, &L.up_shexp, &L.down_shexp}) {
+    for (const WeightView* w : {&L.conv_in, &L.conv_out, &L.ssm_qkv, &L.ssm_gate, &L.ssm_beta, &L.ssm_alpha, &L.ssm_out,
+                                &L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router, &L.gate_shexp,
+                                &L.up_shexp, &L.down_shexp}) {
       total += matrix_bytes(*w);
     }
   }

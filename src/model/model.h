@@ -26,6 +26,12 @@ struct LayerWeights {
   // current token), out_proj.
   WeightView conv_in, conv_out;
   std::vector<float> conv_w;
+  // A gated DeltaNet layer (qwen35): q, k, v in one projection, the output
+  // gate z, beta and alpha per v-head, the convolution's kernel as
+  // [tap][channel], dt bias and A (negative) per v-head, the output norm
+  // (per v-head dims), out_proj.
+  WeightView ssm_qkv, ssm_gate, ssm_beta, ssm_alpha, ssm_out;
+  std::vector<float> ssm_conv_w, ssm_dt_bias, ssm_a, ssm_norm;
   std::vector<float> ffn_norm;
   WeightView w_gate, w_up, w_down;  // dense FFN
 

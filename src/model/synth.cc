@@ -30,6 +30,13 @@ bool synth_preset(const std::string& name, SynthOptions* o) {
     s.attention_layers = {2, 6, 10, 14, 18, 21};
     s.n_dense_leading = 2;
     s.n_expert = 32, s.n_expert_used = 4, s.n_ff_exp = 1792, s.n_vocab = 65536, s.n_ctx = 4096;
+  } else if (name == "qwen3.6-35b-a3b") {
+    s.arch = "qwen35moe";
+    s.n_embd = 2048, s.n_layer = 40, s.n_head = 16, s.n_head_kv = 2, s.head_dim = 256, s.n_ff = 512;
+    s.full_attention_interval = 4, s.ssm_conv_kernel = 4;
+    s.ssm_k_heads = 16, s.ssm_v_heads = 32, s.ssm_k_dim = 128, s.ssm_v_dim = 128;
+    s.n_expert = 256, s.n_expert_used = 8, s.n_ff_exp = 512, s.n_ff_shexp = 512;
+    s.n_vocab = 248320, s.n_ctx = 4096, s.tied = false;
   } else {
     return false;
   }
@@ -40,7 +47,7 @@ bool synth_preset(const std::string& name, SynthOptions* o) {
   return true;
 }
 
-std::string synth_preset_names() { return "tiny, stories, llama-1b, qwen3moe-30b-a3b, lfm2-8b-a1b"; }
+std::string synth_preset_names() { return "tiny, stories, llama-1b, qwen3moe-30b-a3b, lfm2-8b-a1b, qwen3.6-35b-a3b"; }
 
 namespace {
 
@@ -106,7 +113,7 @@ struct TensorPlan {
   std::string name;
   std::vector<uint64_t> dims;
   GgmlType type;
-  enum Kind { kMatrix, kNorm, kBias, kConv } kind;
+  enum Kind { kMatrix, kNorm, kBias, kConv, kDecayA } kind;
 };
 
 // Each expert's width: its own only where the family has the key (the
@@ -122,6 +129,7 @@ bool tied_output(const SynthOptions& o, const ArchSpec* arch) {
 
 // Whether layer l attends (every layer, unless the family is hybrid).
 bool attends(const SynthOptions& o, const ArchSpec* arch, int l) {
+  if (arch->layers == LayerPattern::kFullAttentionInterval) return (l + 1) % o.full_attention_interval == 0;
   if (arch->layers != LayerPattern::kKvHeadsZeroConv) return true;
   if (o.attention_layers.empty()) return l % 3 == 2;
   return std::find(o.attention_layers.begin(), o.attention_layers.end(), l) != o.attention_layers.end();
@@ -146,14 +154,27 @@ std::vector<TensorPlan> plan_tensors(const SynthOptions& o, const ArchSpec* arch
   for (int l = 0; l < o.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     vec(p + "attn_norm.weight", E, TensorPlan::kNorm);
-    if (!attends(o, arch, l)) {
+    if (!attends(o, arch, l) && arch->layers == LayerPattern::kFullAttentionInterval) {
+      const auto NV = static_cast<uint64_t>(o.ssm_v_heads), inner = NV * static_cast<uint64_t>(o.ssm_v_dim);
+      const uint64_t qkv = 2 * static_cast<uint64_t>(o.ssm_k_heads * o.ssm_k_dim) + inner;
+      matrix(p + "attn_qkv.weight", E, qkv);
+      matrix(p + "attn_gate.weight", E, inner);
+      matrix(p + "ssm_beta.weight", E, NV);
+      matrix(p + "ssm_alpha.weight", E, NV);
+      plans.push_back({p + "ssm_conv1d.weight", {static_cast<uint64_t>(o.ssm_conv_kernel), qkv}, GgmlType::kF32,
+                       TensorPlan::kConv});
+      vec(p + "ssm_dt.bias", NV, TensorPlan::kBias);
+      vec(p + "ssm_a", NV, TensorPlan::kDecayA);
+      vec(p + "ssm_norm.weight", static_cast<uint64_t>(o.ssm_v_dim), TensorPlan::kNorm);
+      matrix(p + "ssm_out.weight", inner, E);
+    } else if (!attends(o, arch, l)) {
       matrix(p + "shortconv.in_proj.weight", E, 3 * E);
       // The kernel stays F32 (llama.cpp's too: 3 taps are no block).
       plans.push_back({p + "shortconv.conv.weight", {static_cast<uint64_t>(o.conv_kernel), E}, GgmlType::kF32,
                        TensorPlan::kConv});
       matrix(p + "shortconv.out_proj.weight", E, E);
     } else {
-      matrix(p + "attn_q.weight", E, Q);
+      matrix(p + "attn_q.weight", E, arch->gated_attention ? 2 * Q : Q);
       matrix(p + "attn_k.weight", E, KV);
       matrix(p + "attn_v.weight", E, KV);
       if (arch->qkv_bias) {
@@ -168,7 +189,7 @@ std::vector<TensorPlan> plan_tensors(const SynthOptions& o, const ArchSpec* arch
       }
       matrix(p + "attn_output.weight", Q, E);
     }
-    vec(p + "ffn_norm.weight", E, TensorPlan::kNorm);
+    vec(p + arch->ffn_norm, E, TensorPlan::kNorm);
     if (!moe || l < o.n_dense_leading) {
       matrix(p + "ffn_gate.weight", E, F);
       matrix(p + "ffn_up.weight", E, F);
@@ -287,27 +308,16 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
       return error(StatusCode::kInvalidArgument, "synth: {} dense layers leave no layer for the experts (--layers {})",
                    o.n_dense_leading, o.n_layer);
     }
-  } else if (!o.attention_layers.empty() || o.n_dense_leading > 0) {
-    return error(StatusCode::kInvalidArgument, "synth: {} attends in every layer and has no leading dense layers; "
-                 "--attention-layers and --dense-layers are for lfm2 and lfm2moe", o.arch);
-  }
-  if (arch->layers == LayerPattern::kKvHeadsZeroConv) {
-    if (o.conv_kernel < 2 || o.conv_kernel > 64) {
-      return error(StatusCode::kInvalidArgument, "synth: the convolution kernel must have 2..64 taps (got {})",
-                   o.conv_kernel);
+  } else if (arch->layers == LayerPattern::kFullAttentionInterval) {
+    if (o.full_attention_interval < 1 || o.full_attention_interval > o.n_layer) {
+      return error(StatusCode::kInvalidArgument, "synth: {} needs a full-attention interval of 1..{} (--layers); got {}",
+                   o.arch, o.n_layer, o.full_attention_interval);
     }
-    bool any = false;
-    for (int l = 0; l < o.n_layer; ++l) any = any || attends(o, arch, l);
-    for (int l : o.attention_layers) {
-      if (l < 0) return error(StatusCode::kInvalidArgument, "synth: attention layer {} is negative", l);
-    }
-    if (!any) {
-      return error(StatusCode::kInvalidArgument, "synth: {} needs an attention layer below --layers {}", o.arch,
-                   o.n_layer);
-    }
-    if (moe && (o.n_dense_leading < 0 || o.n_dense_leading >= o.n_layer)) {
-      return error(StatusCode::kInvalidArgument, "synth: {} dense layers leave no layer for the experts (--layers {})",
-                   o.n_dense_leading, o.n_layer);
+    if (o.ssm_conv_kernel < 2 || o.ssm_conv_kernel > 64 || o.ssm_k_heads < 1 || o.ssm_v_heads < 1 || o.ssm_k_dim < 1 ||
+        o.ssm_v_dim < 1 || o.ssm_v_heads % o.ssm_k_heads != 0) {
+      return error(StatusCode::kInvalidArgument, "synth: DeltaNet shape: kernel {} (2..64), {} k-heads of {}, {} v-heads "
+                   "of {} (v-heads a multiple of k-heads)", o.ssm_conv_kernel, o.ssm_k_heads, o.ssm_k_dim,
+                   o.ssm_v_heads, o.ssm_v_dim);
     }
   } else if (!o.attention_layers.empty() || o.n_dense_leading > 0) {
     return error(StatusCode::kInvalidArgument, "synth: {} attends in every layer and has no leading dense layers; "
@@ -316,7 +326,7 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
   const int ff_exp = expert_ff(o, arch);
   const int ff_sh = o.n_ff_shexp > 0 ? o.n_ff_shexp : o.n_ff;
   const uint32_t block = info->block_elems;
-  for (int k : {o.n_embd, o.n_ff, o.n_head * hd, ff_exp, ff_sh}) {
+  for (int k : {o.n_embd, o.n_ff, o.n_head * hd, ff_exp, ff_sh, o.ssm_v_heads * o.ssm_v_dim}) {
     if (k % static_cast<int>(block) != 0) {
       return error(StatusCode::kInvalidArgument, "synth: input width {} is not a multiple of {}'s block size {}", k,
                    info->name, block);
@@ -351,7 +361,18 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
     w->set(a + "attention.key_length", GgufValue::make_uint32(static_cast<uint32_t>(hd)));
     w->set(a + "attention.value_length", GgufValue::make_uint32(static_cast<uint32_t>(hd)));
   }
-  w->set(a + "rope.dimension_count", GgufValue::make_uint32(static_cast<uint32_t>(hd)));
+  const int n_rot = o.n_rot > 0 ? o.n_rot : arch->layers == LayerPattern::kFullAttentionInterval ? hd / 4 : hd;
+  w->set(a + "rope.dimension_count", GgufValue::make_uint32(static_cast<uint32_t>(n_rot)));
+  if (arch->layers == LayerPattern::kFullAttentionInterval) {
+    // qwen35: IMROPE's sections (text positions make them one rotation), the DeltaNets' shape.
+    w->set(a + "rope.dimension_sections", GgufValue::make_int32_array({n_rot / 16 * 3, n_rot / 16 * 3, n_rot / 8, 0}));
+    w->set(a + "full_attention_interval", GgufValue::make_uint32(static_cast<uint32_t>(o.full_attention_interval)));
+    w->set(a + "ssm.conv_kernel", GgufValue::make_uint32(static_cast<uint32_t>(o.ssm_conv_kernel)));
+    w->set(a + "ssm.state_size", GgufValue::make_uint32(static_cast<uint32_t>(o.ssm_k_dim)));
+    w->set(a + "ssm.group_count", GgufValue::make_uint32(static_cast<uint32_t>(o.ssm_k_heads)));
+    w->set(a + "ssm.time_step_rank", GgufValue::make_uint32(static_cast<uint32_t>(o.ssm_v_heads)));
+    w->set(a + "ssm.inner_size", GgufValue::make_uint32(static_cast<uint32_t>(o.ssm_v_heads * o.ssm_v_dim)));
+  }
   w->set(a + "rope.freq_base", GgufValue::make_float32(o.arch == "llama" ? 10000.0f : 1000000.0f));
   w->set(a + "attention.layer_norm_rms_epsilon", GgufValue::make_float32(o.arch == "llama" ? 1e-5f : 1e-6f));
   w->set(a + "vocab_size", GgufValue::make_uint32(static_cast<uint32_t>(o.n_vocab)));
@@ -389,7 +410,8 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
 
   // Matrices and biases ~ N(0, 0.02^2); norm weights 1 + N(0, 0.1^2), not
   // all ones, so a missing norm multiply shows in tests; convolution
-  // kernels N(0, 1 / taps). Every value is
+  // kernels N(0, 1 / taps); a DeltaNet's A negative, -(0.05 + 0.5 |N(0,1)|),
+  // so its decays span about exp(-0.05..-1) per token. Every value is
   // rounded to bf16 first, as in the checkpoints these stand in for (trained
   // and shipped in bf16; llama.cpp's converter writes some tensors, the MoE
   // routers among them, widened to F32).
@@ -405,9 +427,10 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
     for (uint64_t r = 0; r < rows; ++r) {
       for (auto& v : row) {
         const float z = rng.normal();
-        const float x = t.kind == TensorPlan::kNorm   ? 1.0f + 0.1f * z
-                        : t.kind == TensorPlan::kConv ? z / std::sqrt(static_cast<float>(cols))
-                                                      : 0.02f * z;
+        const float x = t.kind == TensorPlan::kNorm     ? 1.0f + 0.1f * z
+                        : t.kind == TensorPlan::kConv   ? z / std::sqrt(static_cast<float>(cols))
+                        : t.kind == TensorPlan::kDecayA ? -(0.05f + 0.5f * std::fabs(z))
+                                                        : 0.02f * z;
         v = bf16_to_f32(f32_to_bf16(x));
       }
       (void)quantize(t.type, row.data(), out.data() + r * row_bytes, static_cast<int64_t>(cols));

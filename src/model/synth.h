@@ -38,6 +38,14 @@ struct SynthOptions {
   std::vector<int> attention_layers;
   int conv_kernel = 3;
   int n_dense_leading = 0;
+  // Gated DeltaNets (qwen35, qwen35moe): every full_attention_interval-th
+  // layer attends; the others have ssm_k_heads q/k heads of ssm_k_dim and
+  // ssm_v_heads v heads of ssm_v_dim, after a convolution of
+  // ssm_conv_kernel taps. Their attention rotates n_rot dims (0: a
+  // quarter of head_dim, Qwen3.5's partial rotary).
+  int full_attention_interval = 4;
+  int ssm_conv_kernel = 4, ssm_k_heads = 2, ssm_v_heads = 4, ssm_k_dim = 64, ssm_v_dim = 64;
+  int n_rot = 0;
   GgmlType type = GgmlType::kF32;  // of the matrices; norms stay F32
   uint64_t seed = 42;
 };
@@ -51,7 +59,12 @@ struct SynthOptions {
 // "lfm2-8b-a1b" (LFM2-8B-A1B: lfm2moe, n_embd 2048, 24 layers of which 2,
 // 6, 10, 14, 18 and 21 attend (32 heads, 8 KV heads) and the rest are short
 // convolutions of 3 taps, the first 2 FFNs dense (7168), then 32 experts
-// with 4 used, expert n_ff 1792; vocab 65536, tied).
+// with 4 used, expert n_ff 1792; vocab 65536, tied), "qwen3.6-35b-a3b"
+// (the Qwen3.5/3.6 35B-A3B shape: qwen35moe, n_embd 2048, 40 layers, every
+// 4th gated attention of 16 heads of 256 with 2 KV heads and 64 rotated
+// dims, the others gated DeltaNets of 16 q/k heads and 32 v heads of 128;
+// 256 experts with 8 used, expert n_ff 512, a shared expert of 512; vocab
+// 248320, untied).
 // Returns false for an unknown name.
 bool synth_preset(const std::string& name, SynthOptions* out);
 std::string synth_preset_names();

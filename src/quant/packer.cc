@@ -24,11 +24,14 @@ namespace ork {
 namespace {
 
 // Matrices take a planned tier; vectors (norms, biases) stay f32, and so
-// do the small recurrent parameters that no matmul reads: a short
-// convolution's kernel (lfm2's shortconv.conv, a few taps per channel).
+// do the small recurrent parameters that no matmul reads: a convolution's
+// kernel, a few taps per channel (lfm2's shortconv.conv, qwen35's
+// ssm_conv1d).
 bool is_matrix(const GgufTensorInfo& t) {
-  const std::string_view conv = "shortconv.conv.weight";
-  const bool conv_kernel = t.name.size() >= conv.size() && t.name.compare(t.name.size() - conv.size(), conv.size(), conv) == 0;
+  auto ends_with = [&](std::string_view suffix) {
+    return t.name.size() >= suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  const bool conv_kernel = ends_with("shortconv.conv.weight") || ends_with("ssm_conv1d.weight");
   return t.dims.size() >= 2 && t.rows() >= 2 && !conv_kernel;
 }
 

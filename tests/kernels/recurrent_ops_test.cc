@@ -1,12 +1,14 @@
 // Every compiled SIMD target of the recurrent token mixers against the
 // scalar references: the short convolution sums its taps in f32 with fused
 // multiply-adds where the reference sums in double, so it is held to a
-// relative 1e-6 of sum |w u| (at most 64 taps); and a batch must equal its
-// tokens one at a time, bit for bit, on every target.
+// relative 1e-6 of sum |w u| (at most 64 taps); the DeltaNet's convolution
+// and delta rule to the bounds stated at each test; and a batch must equal
+// its tokens one at a time, bit for bit, on every target.
 #include "kernels/cpu/recurrent_ops.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -88,6 +90,88 @@ TEST_F(RecurrentEveryTarget, ShortConvBatchEqualsStepByStep) {
       history.insert(history.end(), step_u.begin(), step_u.end());
     }
     EXPECT_EQ(steps, batch) << cpu::target_name(target);
+  }
+}
+
+// The convolution with SiLU: the same taps as short_conv (FMA in f32 vs
+// double) and a polynomial exp on vector lanes, so a relative 1e-6 of the
+// tap magnitude plus 2e-6 of the result.
+TEST_F(RecurrentEveryTarget, ConvSiluMatchesReference) {
+  for (int width : {1, 9, 16, 100}) {
+    for (int taps : {2, 4}) {
+      const int n = 6;
+      const auto W = static_cast<size_t>(width);
+      const auto x = normal_vector(static_cast<size_t>(n) * W, 11);
+      const auto w = normal_vector(static_cast<size_t>(taps) * W, 12);
+      const auto history = normal_vector(static_cast<size_t>(taps - 1) * W, 13);
+      std::vector<float> want(static_cast<size_t>(n) * W);
+      ref::conv_silu(x.data(), n, width, w.data(), taps, history.data(), want.data());
+      for (int target = 0; target < cpu::compiled_target_count(); ++target) {
+        cpu::force_target(target);
+        std::vector<float> got(want.size());
+        cpu::conv_silu(x.data(), n, width, w.data(), taps, history.data(), got.data());
+        for (size_t i = 0; i < got.size(); ++i) {
+          EXPECT_NEAR(got[i], want[i], 1e-5 * (1.0 + std::fabs(want[i])))
+              << cpu::target_name(target) << " width " << width << " taps " << taps << " at " << i;
+        }
+        // A batch equals its tokens one at a time.
+        std::vector<float> hist = history, step(W), steps;
+        for (int t = 0; t < n; ++t) {
+          cpu::conv_silu(&x[static_cast<size_t>(t) * W], 1, width, w.data(), taps, hist.data(), step.data());
+          steps.insert(steps.end(), step.begin(), step.end());
+          hist.erase(hist.begin(), hist.begin() + static_cast<std::ptrdiff_t>(W));
+          hist.insert(hist.end(), x.begin() + static_cast<std::ptrdiff_t>(t * W),
+                      x.begin() + static_cast<std::ptrdiff_t>((t + 1) * W));
+        }
+        EXPECT_EQ(steps, got) << cpu::target_name(target);
+      }
+    }
+  }
+}
+
+// The delta rule over 40 tokens from a random state, decays 0.25..0.99:
+// the f32 kernel against the double reference (state and outputs, to a
+// relative 2e-5 of their scale), and a batch against one token at a time,
+// bit for bit, on every target.
+TEST_F(RecurrentEveryTarget, DeltaRuleMatchesReferenceAndSteps) {
+  for (auto [k_dim, v_dim] : {std::pair<int, int>{64, 64}, {16, 24}, {128, 128}, {7, 13}}) {
+    const int n = 40;
+    const int64_t stride = 3 * std::max(k_dim, v_dim);  // q | k | v of one token, then the next
+    auto qkv = normal_vector(static_cast<size_t>(n * stride), 21);
+    std::vector<float> beta(n), decay(n);
+    std::mt19937 rng(22);
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    for (int t = 0; t < n; ++t) {
+      beta[static_cast<size_t>(t)] = u(rng);
+      decay[static_cast<size_t>(t)] = 0.25f + 0.74f * u(rng);
+    }
+    const float* q = qkv.data();
+    const float* k = q + k_dim;
+    const float* v = k + k_dim;
+    const auto S0 = normal_vector(static_cast<size_t>(k_dim * v_dim), 23);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(k_dim));
+    std::vector<float> want_s = S0, want(static_cast<size_t>(n * v_dim));
+    ref::delta_rule(want_s.data(), k_dim, v_dim, n, q, k, v, stride, beta.data(), decay.data(), 1, scale, want.data(),
+                    v_dim);
+    float scale_s = 0, scale_o = 0;
+    for (float x : want_s) scale_s = std::max(scale_s, std::fabs(x));
+    for (float x : want) scale_o = std::max(scale_o, std::fabs(x));
+    for (int target = 0; target < cpu::compiled_target_count(); ++target) {
+      cpu::force_target(target);
+      std::vector<float> s = S0, got(want.size());
+      cpu::delta_rule(s.data(), k_dim, v_dim, n, q, k, v, stride, beta.data(), decay.data(), 1, scale, got.data(),
+                      v_dim);
+      for (size_t i = 0; i < s.size(); ++i) ASSERT_NEAR(s[i], want_s[i], 2e-5f * scale_s) << cpu::target_name(target);
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5f * scale_o) << cpu::target_name(target);
+      std::vector<float> s1 = S0, steps(want.size());
+      for (int t = 0; t < n; ++t) {
+        cpu::delta_rule(s1.data(), k_dim, v_dim, 1, q + t * stride, k + t * stride, v + t * stride, stride,
+                        &beta[static_cast<size_t>(t)], &decay[static_cast<size_t>(t)], 1, scale,
+                        &steps[static_cast<size_t>(t * v_dim)], v_dim);
+      }
+      EXPECT_EQ(steps, got) << cpu::target_name(target);
+      EXPECT_EQ(s1, s) << cpu::target_name(target);
+    }
   }
 }
 

@@ -1,7 +1,8 @@
-// A hybrid GGUF whose layer pattern, convolution width, head counts or
-// expert keys disagree with its tensors is refused at load, and the error
-// names the key or the tensor (DESIGN: nothing runs as a model it is not).
-// Each case edits the lfm2moe fixture (testdata/hybrid) in memory.
+// A hybrid GGUF whose layer pattern, convolution width, head counts,
+// DeltaNet shape or expert keys disagree with its tensors is refused at
+// load, and the error names the key or the tensor (DESIGN: nothing runs as
+// a model it is not). Each case edits the lfm2moe or qwen35 fixture
+// (testdata/hybrid) in memory.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -30,8 +31,8 @@ GgufValue int_array(const std::vector<int64_t>& v) {
 // `reshape` able to change a tensor's dims (its values cut or padded).
 using Reshape = std::function<void(const std::string& name, std::vector<uint64_t>& dims)>;
 Status load_edited(const std::vector<std::pair<std::string, std::optional<GgufValue>>>& keys,
-                   const Reshape& reshape = nullptr) {
-  auto src = GgufFile::open(testing::testdata(kFixture));
+                   const Reshape& reshape = nullptr, const char* fixture = kFixture) {
+  auto src = GgufFile::open(testing::testdata(fixture));
   if (!src.is_ok()) return src.status();
   GgufWriter w;
   for (const auto& [key, value] : src->metadata()) w.set(key, value);
@@ -58,7 +59,7 @@ Status load_edited(const std::vector<std::pair<std::string, std::optional<GgufVa
 
 void expect_refused(const Status& s, const std::string& names) {
   ASSERT_FALSE(s.is_ok()) << "loaded; expected an error naming " << names;
-  EXPECT_NE(s.message().find(names), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(names), std::string::npos) << "expected " << names << " in: " << s.message();
 }
 
 TEST(HybridChecks, TheFixtureLoads) {
@@ -111,6 +112,37 @@ TEST(HybridChecks, ExpertKeysMustMatchTheTensors) {
                    if (name == "blk.2.exp_probs_b.bias") dims[0] = 7;
                  }),
                  "blk.2.exp_probs_b.bias");
+}
+
+// qwen35: the DeltaNet keys against its tensors.
+TEST(HybridChecks, DeltaNetKeysMustMatchTheTensors) {
+  constexpr const char* kQwen = "hybrid/qwen35-f32.gguf";
+  ORK_REQUIRE_TESTDATA(kQwen);
+  auto edited = [&](const std::string& key, std::optional<GgufValue> v) {
+    return load_edited({{key, std::move(v)}}, nullptr, kQwen);
+  };
+  EXPECT_TRUE(load_edited({}, nullptr, kQwen).is_ok());
+  const std::string p = "qwen35.";
+  expect_refused(edited(p + "full_attention_interval", std::nullopt), p + "full_attention_interval");
+  expect_refused(edited(p + "full_attention_interval", GgufValue::make_uint32(0)), p + "full_attention_interval");
+  expect_refused(edited(p + "full_attention_interval", GgufValue::make_uint32(9)), p + "full_attention_interval");
+  // Interval 2: layer 1 would attend, but it holds DeltaNet tensors.
+  expect_refused(edited(p + "full_attention_interval", GgufValue::make_uint32(2)), "blk.1.attn_q.weight");
+  expect_refused(edited(p + "ssm.conv_kernel", GgufValue::make_uint32(3)), "blk.0.ssm_conv1d.weight");
+  expect_refused(edited(p + "ssm.conv_kernel", GgufValue::make_uint32(1)), p + "ssm.conv_kernel");
+  expect_refused(edited(p + "ssm.state_size", GgufValue::make_uint32(32)), "blk.0.attn_qkv.weight");
+  expect_refused(edited(p + "ssm.group_count", GgufValue::make_uint32(3)), p + "ssm.group_count");
+  expect_refused(edited(p + "ssm.time_step_rank", GgufValue::make_uint32(8)), "blk.0.ssm_beta.weight");
+  expect_refused(edited(p + "ssm.inner_size", GgufValue::make_uint32(250)), p + "ssm.inner_size");
+  expect_refused(edited(p + "ssm.inner_size", std::nullopt), p + "ssm.inner_size");
+  expect_refused(load_edited({}, [](const std::string& name, std::vector<uint64_t>& dims) {
+                   if (name == "blk.3.attn_q.weight") dims[1] = 256;  // no room for the gate
+                 }, kQwen),
+                 "blk.3.attn_q.weight");
+  expect_refused(load_edited({}, [](const std::string& name, std::vector<uint64_t>& dims) {
+                   if (name == "blk.2.ssm_a") dims[0] = 2;
+                 }, kQwen),
+                 "blk.2.ssm_a");
 }
 
 TEST(HybridChecks, PerLayerKvHeadsBelongToHybridArchitecturesOnly) {

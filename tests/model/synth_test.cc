@@ -2,12 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <cmath>
 #include <functional>
 #include <map>
 
 #include "model/forward.h"
 #include "model/tokenizer/tokenizer.h"
+#include "testdata.h"
 
 namespace ork {
 namespace {
@@ -38,6 +41,10 @@ class SynthArch : public ::testing::TestWithParam<std::tuple<const char*, GgmlTy
       o.n_ff_shexp = 256;
     }
     if (o.arch == "olmoe") o.n_head_kv = o.n_head;  // OLMoE is multi-head
+    if (o.arch == "qwen35" || o.arch == "qwen35moe") {
+      o.n_layer = 4;  // three gated DeltaNets, then gated attention
+      o.n_ff_exp = 128;
+    }
     if (o.arch == "lfm2" || o.arch == "lfm2moe") {
       o.n_layer = 3;  // short convolution, short convolution, attention
       o.n_ff_exp = 128;
@@ -57,7 +64,7 @@ TEST_P(SynthArch, LoadsTokenizesAndRuns) {
   EXPECT_EQ((*model)->layer(0).bq.empty(), o.arch != "qwen2" && o.arch != "qwen2moe");
   EXPECT_EQ((*model)->layer(0).q_norm.empty(), o.arch != "qwen3" && o.arch != "qwen3moe" && o.arch != "olmoe");
   EXPECT_EQ((*model)->layer(o.n_layer - 1).gate_exps.size(), moe ? 4u : 0u);
-  EXPECT_EQ((*model)->layer(0).shexp_gate.empty(), o.arch != "qwen2moe");
+  EXPECT_EQ((*model)->layer(0).shexp_gate.empty(), o.arch != "qwen2moe" && o.arch != "qwen35moe");
   auto tok = Tokenizer::from_gguf((*model)->gguf());
   ASSERT_TRUE(tok.is_ok()) << tok.status().to_string();
   const std::string text = "Once upon a time, \xC3\xA9t\xC3\xA9!";
@@ -72,7 +79,8 @@ TEST_P(SynthArch, LoadsTokenizesAndRuns) {
 
 INSTANTIATE_TEST_SUITE_P(All, SynthArch,
                          ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe",
-                                                              "olmoe", "mixtral", "lfm2", "lfm2moe"),
+                                                              "olmoe", "mixtral", "lfm2", "lfm2moe", "qwen35",
+                                                              "qwen35moe"),
                                             ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0,
                                                               GgmlType::kQ4_0)),
                          [](const auto& param_info) {
@@ -137,6 +145,63 @@ LlamaCppLayout lfm2_layout(const GgufFile& g, uint64_t E, uint64_t H, uint64_t F
   return l;
 }
 
+// ik_llama.cpp's qwen35 / qwen35moe (the hybrid fixtures' engine; their
+// MODEL.md lists its tensors): every full_attention_interval-th layer gated
+// attention (attn_q twice q_dim: query and gate), the others gated
+// DeltaNets; post_attention_norm before the FFN; qwen35moe's FFNs all
+// experts plus a gated shared expert.
+LlamaCppLayout qwen35_layout(const GgufFile& g, uint64_t E, uint64_t H, uint64_t KV, uint64_t hd, uint64_t F, uint64_t X,
+                             uint64_t V) {
+  const std::string a = *g.find_string("general.architecture");
+  auto key = [&](const std::string& k) { return static_cast<uint64_t>(g.find_int(a + "." + k).value_or(0)); };
+  const uint64_t interval = key("full_attention_interval"), K = key("ssm.conv_kernel");
+  const uint64_t dk = key("ssm.state_size"), nk = key("ssm.group_count"), nv = key("ssm.time_step_rank");
+  const uint64_t inner = key("ssm.inner_size"), qkv = 2 * nk * dk + inner;
+  const uint64_t FX = key("expert_feed_forward_length"), FS = key("expert_shared_feed_forward_length");
+  LlamaCppLayout l;
+  l.required["token_embd.weight"] = {E, V};
+  l.required["output_norm.weight"] = {E};
+  l.optional["output.weight"] = {E, V};
+  for (uint64_t i = 0; i < key("block_count"); ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    l.required[p + "attn_norm.weight"] = {E};
+    l.required[p + "post_attention_norm.weight"] = {E};
+    if ((i + 1) % interval == 0) {
+      l.required[p + "attn_q.weight"] = {E, 2 * H * hd};
+      l.required[p + "attn_k.weight"] = {E, KV * hd};
+      l.required[p + "attn_v.weight"] = {E, KV * hd};
+      l.required[p + "attn_q_norm.weight"] = {hd};
+      l.required[p + "attn_k_norm.weight"] = {hd};
+      l.required[p + "attn_output.weight"] = {H * hd, E};
+    } else {
+      l.required[p + "attn_qkv.weight"] = {E, qkv};
+      l.required[p + "attn_gate.weight"] = {E, inner};
+      l.required[p + "ssm_beta.weight"] = {E, nv};
+      l.required[p + "ssm_alpha.weight"] = {E, nv};
+      l.required[p + "ssm_conv1d.weight"] = {K, qkv};
+      l.required[p + "ssm_dt.bias"] = {nv};
+      l.required[p + "ssm_a"] = {nv};
+      l.required[p + "ssm_norm.weight"] = {inner / nv};
+      l.required[p + "ssm_out.weight"] = {inner, E};
+    }
+    if (a == "qwen35") {
+      l.required[p + "ffn_gate.weight"] = {E, F};
+      l.required[p + "ffn_up.weight"] = {E, F};
+      l.required[p + "ffn_down.weight"] = {F, E};
+      continue;
+    }
+    l.required[p + "ffn_gate_inp.weight"] = {E, X};
+    l.required[p + "ffn_gate_exps.weight"] = {E, FX, X};
+    l.required[p + "ffn_up_exps.weight"] = {E, FX, X};
+    l.required[p + "ffn_down_exps.weight"] = {FX, E, X};
+    l.required[p + "ffn_gate_inp_shexp.weight"] = {E};
+    l.required[p + "ffn_gate_shexp.weight"] = {E, FS};
+    l.required[p + "ffn_up_shexp.weight"] = {E, FS};
+    l.required[p + "ffn_down_shexp.weight"] = {FS, E};
+  }
+  return l;
+}
+
 LlamaCppLayout llama_cpp_layout(const GgufFile& g) {
   const std::string a = *g.find_string("general.architecture");
   auto key = [&](const std::string& k) { return static_cast<uint64_t>(g.find_int(a + "." + k).value_or(0)); };
@@ -150,6 +215,7 @@ LlamaCppLayout llama_cpp_layout(const GgufFile& g) {
   LlamaCppLayout l;
   l.required["token_embd.weight"] = {E, V};
   if (a == "lfm2" || a == "lfm2moe") return lfm2_layout(g, E, H, F, X, V);
+  if (a == "qwen35" || a == "qwen35moe") return qwen35_layout(g, E, H, KV, hd, F, X, V);
   l.required["output_norm.weight"] = {E};
   (a == "qwen2moe" || a == "olmoe" ? l.required : l.optional)["output.weight"] = {E, V};
   for (uint64_t i = 0; i < key("block_count"); ++i) {
@@ -298,6 +364,45 @@ TEST(Synth, Qwen3Moe30bPresetHasTheRightShape) {
   EXPECT_EQ(o.n_head_kv, 4);
   o.n_layer = 12;
   EXPECT_NEAR(static_cast<double>(synth_param_count(o)), 7.6e9, 0.05e9);
+}
+
+// The layouts above describe the hybrid fixtures the reference engines
+// made (testdata/hybrid): each fixture holds exactly those tensors.
+TEST(SynthArchKeys, HybridLayoutsDescribeTheReferenceFixtures) {
+  for (const char* name : {"lfm2", "lfm2moe", "qwen35", "qwen35moe"}) {
+    const std::string path = testing::testdata(std::string("hybrid/") + name + "-f32.gguf");
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "test data missing: " << path;
+    auto g = GgufFile::open(path);
+    ASSERT_TRUE(g.is_ok());
+    const LlamaCppLayout want = llama_cpp_layout(*g);
+    size_t found = 0;
+    for (const auto& [t, dims] : want.required) {
+      const GgufTensorInfo* info = g->find_tensor(t);
+      ASSERT_NE(info, nullptr) << name << ": " << t;
+      EXPECT_EQ(info->dims, dims) << name << ": " << t;
+      ++found;
+    }
+    for (const auto& [t, dims] : want.optional) found += g->find_tensor(t) != nullptr ? 1 : 0;
+    EXPECT_EQ(g->tensors().size(), found) << name;
+  }
+}
+
+TEST(Synth, Qwen36PresetHasTheRightShape) {
+  SynthOptions o;
+  ASSERT_TRUE(synth_preset("qwen3.6-35b-a3b", &o));
+  EXPECT_EQ(o.arch, "qwen35moe");
+  EXPECT_EQ(o.n_layer, 40);
+  EXPECT_EQ(o.n_expert, 256);
+  // About 35B parameters.
+  EXPECT_NEAR(static_cast<double>(synth_param_count(o)), 35e9, 1.5e9);
+  o.n_layer = 8;
+  o.n_vocab = 512, o.n_embd = 256, o.n_head = 4, o.head_dim = 64, o.n_expert = 4, o.n_expert_used = 2;
+  o.n_ff_exp = 64, o.n_ff_shexp = 64, o.ssm_k_heads = 2, o.ssm_v_heads = 4, o.ssm_k_dim = o.ssm_v_dim = 32;
+  auto model = load_synth(o);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->config().n_kv_layers, 2);
+  EXPECT_EQ((*model)->config().n_delta_layers, 6);
+  EXPECT_EQ((*model)->config().n_rot, 16);
 }
 
 // LFM2-8B-A1B: 8.3B parameters (1.5B active), 6 attention layers of 24.

@@ -139,10 +139,15 @@ void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchS
                s.modeled_device_us / 1e3, s.host_wall_us / 1e3);
   std::fprintf(out, "npu window       %llu maps, %llu evictions\n", static_cast<unsigned long long>(s.maps),
                static_cast<unsigned long long>(s.evictions));
-  if (config != nullptr && config->is_hybrid()) {
+  if (config != nullptr && config->n_conv_layers > 0) {
     std::fprintf(out, "npu recurrent    %d short-convolution layers: their in/out projections are routed like any "
                       "matmul; each convolution and its window of past inputs stay on the CPU\n",
                  config->n_conv_layers);
+  }
+  if (config != nullptr && config->has_delta_layers()) {
+    std::fprintf(out, "npu recurrent    %d DeltaNet layers: their projections are routed like any matmul; each "
+                      "convolution, delta-rule update and state stay on the CPU\n",
+                 config->n_delta_layers);
   }
   const uint64_t on_npu = prefill.prefill[static_cast<size_t>(Route::kNpu)] + prefill.prefill[static_cast<size_t>(Route::kSplit)] +
                           decode.decode[static_cast<size_t>(Route::kOverlay)];

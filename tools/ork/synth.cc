@@ -42,10 +42,15 @@ int synth(SynthCliOptions opt, const CLI::App& app) {
     if (given("--shared-expert-ff")) o.n_ff_shexp = opt.synth.n_ff_shexp;
     if (given("--attention-layers")) o.attention_layers = opt.synth.attention_layers;
     if (given("--dense-layers")) o.n_dense_leading = opt.synth.n_dense_leading;
+    if (given("--attention-interval")) o.full_attention_interval = opt.synth.full_attention_interval;
+    if (given("--ssm-k-heads")) o.ssm_k_heads = opt.synth.ssm_k_heads;
+    if (given("--ssm-v-heads")) o.ssm_v_heads = opt.synth.ssm_v_heads;
+    if (given("--ssm-head-dim")) o.ssm_k_dim = o.ssm_v_dim = opt.synth.ssm_k_dim;
     if (given("--arch") || o.n_expert == 0) o.arch = opt.synth.arch;  // MoE presets name their architecture
   } else {
     o.arch = opt.synth.arch;
   }
+  if (opt.preset.empty()) o.ssm_v_dim = o.ssm_k_dim;  // one --ssm-head-dim for both
   o.seed = opt.synth.seed;
   if (opt.untied) o.tied = false;
   // OLMoE is multi-head (llama.cpp reads it so): as many KV heads as heads
@@ -85,7 +90,7 @@ int synth(SynthCliOptions opt, const CLI::App& app) {
 
 Runner add_synth(CLI::App& app) {
   auto opt = std::make_shared<SynthCliOptions>();
-  app.add_option("--arch", opt->synth.arch, "Architecture: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, lfm2, lfm2moe")
+  app.add_option("--arch", opt->synth.arch, "Architecture: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, lfm2, lfm2moe, qwen35, qwen35moe")
       ->capture_default_str();
   app.add_option("--preset", opt->preset, "Shape preset: " + synth_preset_names() + " (shape flags override it)");
   app.add_option("--n-embd", opt->synth.n_embd, "Embedding width")->capture_default_str();
@@ -108,6 +113,14 @@ Runner add_synth(CLI::App& app) {
       ->delimiter(',');
   app.add_option("--dense-layers", opt->synth.n_dense_leading,
                  "lfm2moe: dense FFN layers before the experts (leading_dense_block_count)")
+      ->capture_default_str();
+  app.add_option("--attention-interval", opt->synth.full_attention_interval,
+                 "qwen35, qwen35moe: every N-th layer attends, the others are gated DeltaNets")
+      ->capture_default_str();
+  app.add_option("--ssm-k-heads", opt->synth.ssm_k_heads, "qwen35: DeltaNet q/k heads")->capture_default_str();
+  app.add_option("--ssm-v-heads", opt->synth.ssm_v_heads, "qwen35: DeltaNet v heads (a multiple of --ssm-k-heads)")
+      ->capture_default_str();
+  app.add_option("--ssm-head-dim", opt->synth.ssm_k_dim, "qwen35: DeltaNet head dimension (q, k and v)")
       ->capture_default_str();
   app.add_flag("--untied", opt->untied, "Write a separate output.weight instead of tying it to token_embd (qwen2moe and olmoe always have one: llama.cpp needs it)");
   app.add_option("--type", opt->type, "Matrix type: F32, F16, BF16, Q8_0, Q4_0")->capture_default_str();

@@ -73,6 +73,43 @@ void CpuEngine::short_conv(const float* bcx, int n, int width, const float* w, i
   }
 }
 
+void CpuEngine::conv_silu(const float* x, int n, int width, const float* w, int taps, const float* history,
+                          float* out) {
+  if (fast()) {
+    cpu::conv_silu(x, n, width, w, taps, history, out);
+  } else {
+    ref::conv_silu(x, n, width, w, taps, history, out);
+  }
+}
+
+void CpuEngine::delta_net(const DeltaNetArgs& a) {
+  const int64_t k_off = static_cast<int64_t>(a.n_k_heads) * a.k_dim;  // q | k | v
+  const float scale = 1.0f / std::sqrt(static_cast<float>(a.k_dim));
+  auto head = [&](int j) {
+    const int kh = j % a.n_k_heads;
+    float* S = a.state + static_cast<size_t>(j) * a.k_dim * a.v_dim;
+    const float* q = a.qkv + static_cast<int64_t>(kh) * a.k_dim;
+    const float* k = q + k_off;
+    const float* v = a.qkv + 2 * k_off + static_cast<int64_t>(j) * a.v_dim;
+    float* o = a.out + static_cast<int64_t>(j) * a.v_dim;
+    const int64_t out_stride = static_cast<int64_t>(a.n_v_heads) * a.v_dim;
+    if (fast()) {
+      cpu::delta_rule(S, a.k_dim, a.v_dim, a.n_tokens, q, k, v, a.qkv_stride, a.beta + j, a.decay + j, a.n_v_heads,
+                      scale, o, out_stride);
+    } else {
+      ref::delta_rule(S, a.k_dim, a.v_dim, a.n_tokens, q, k, v, a.qkv_stride, a.beta + j, a.decay + j, a.n_v_heads,
+                      scale, o, out_stride);
+    }
+  };
+  if (!fast()) {
+    for (int j = 0; j < a.n_v_heads; ++j) head(j);
+    return;
+  }
+  pool_->run(a.n_v_heads, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) head(static_cast<int>(j));
+  });
+}
+
 void CpuEngine::set_rope_positions(std::span<const int32_t> positions, const RopeParams& p) {
   rope_positions_.assign(positions.begin(), positions.end());
   if (!fast()) return;  // the reference computes its angles per head

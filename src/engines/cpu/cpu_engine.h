@@ -93,6 +93,10 @@ class CpuEngine final : public Engine, public HostOps {
   void attention(const AttentionArgs& a) override;
   void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history, float* u,
                   float* out) override;
+  void conv_silu(const float* x, int n, int width, const float* w, int taps, const float* history,
+                 float* out) override;
+  // The v-heads split over the pool (each head's recurrence is its own).
+  void delta_net(const DeltaNetArgs& a) override;
   void embed(const WeightView& w, int32_t token, float* out) override;
 
  private:

@@ -1,6 +1,7 @@
 // The CPU engine's kernels for the token mixers that are not attention:
-// LFM2's gated short convolution (written once with Highway, like
-// float_ops.h). Reference: ref::short_conv; tests in
+// LFM2's gated short convolution, Qwen3.5's causal convolution with SiLU
+// and its gated delta rule (written once with Highway, like float_ops.h).
+// References: ref::short_conv, ref::conv_silu, ref::delta_rule; tests in
 // tests/kernels/recurrent_ops_test.cc.
 #pragma once
 
@@ -14,5 +15,15 @@ namespace ork::cpu {
 // batch and its tokens one at a time agree bit for bit.
 void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history, float* u,
                 float* out);
+
+// ref::conv_silu, the taps summed in order with fused multiply-adds in
+// f32; the same per channel wherever a token falls in a batch.
+void conv_silu(const float* x, int n, int width, const float* w, int taps, const float* history, float* out);
+
+// ref::delta_rule in f32 (the state's rows updated in v_dim-wide vectors).
+// Token by token, so a batch equals its tokens one at a time bit for bit.
+void delta_rule(float* S, int k_dim, int v_dim, int n, const float* q, const float* k, const float* v, int64_t stride,
+                const float* beta, const float* decay, int64_t gate_stride, float scale, float* out,
+                int64_t out_stride);
 
 }  // namespace ork::cpu

@@ -138,4 +138,65 @@ void short_conv(const float* bcx, int n, int width, const float* w, int taps, co
   }
 }
 
+void conv_silu(const float* x, int n, int width, const float* w, int taps, const float* history, float* out) {
+  const auto W = static_cast<size_t>(width);
+  for (int t = 0; t < n; ++t) {
+    for (size_t j = 0; j < W; ++j) {
+      double acc = 0.0;
+      for (int i = 0; i < taps; ++i) {
+        const int src = t - (taps - 1) + i;
+        const float xi = src >= 0 ? x[static_cast<size_t>(src) * W + j] : history[static_cast<size_t>(taps - 1 + src) * W + j];
+        acc += static_cast<double>(w[static_cast<size_t>(i) * W + j]) * xi;
+      }
+      out[static_cast<size_t>(t) * W + j] = static_cast<float>(acc / (1.0 + std::exp(-acc)));
+    }
+  }
+}
+
+namespace {
+
+// 1 / max(|x|, 1e-6) over n values.
+double inverse_l2(const float* x, int n) {
+  double ss = 0.0;
+  for (int i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  return 1.0 / std::max(std::sqrt(ss), 1e-6);
+}
+
+}  // namespace
+
+void delta_rule(float* S, int k_dim, int v_dim, int n, const float* q, const float* k, const float* v, int64_t stride,
+                const float* beta, const float* decay, int64_t gate_stride, float scale, float* out,
+                int64_t out_stride) {
+  std::vector<double> kt(static_cast<size_t>(k_dim)), qt(static_cast<size_t>(k_dim)), sk(static_cast<size_t>(v_dim));
+  const auto V = static_cast<size_t>(v_dim);
+  for (int t = 0; t < n; ++t) {
+    const float* qr = q + t * stride;
+    const float* kr = k + t * stride;
+    const float* vr = v + t * stride;
+    const double qn = inverse_l2(qr, k_dim), kn = inverse_l2(kr, k_dim);
+    for (int i = 0; i < k_dim; ++i) {
+      qt[static_cast<size_t>(i)] = qr[i] * qn;
+      kt[static_cast<size_t>(i)] = kr[i] * kn;
+    }
+    const double d = decay[t * gate_stride], b = beta[t * gate_stride];
+    std::fill(sk.begin(), sk.end(), 0.0);
+    for (size_t i = 0; i < static_cast<size_t>(k_dim); ++i) {
+      for (size_t j = 0; j < V; ++j) {
+        S[i * V + j] = static_cast<float>(S[i * V + j] * d);
+        sk[j] += kt[i] * S[i * V + j];
+      }
+    }
+    float* o = out + t * out_stride;
+    for (size_t j = 0; j < V; ++j) sk[j] = b * (vr[j] - sk[j]);  // v'
+    std::vector<double> acc(V, 0.0);
+    for (size_t i = 0; i < static_cast<size_t>(k_dim); ++i) {
+      for (size_t j = 0; j < V; ++j) {
+        S[i * V + j] = static_cast<float>(S[i * V + j] + kt[i] * sk[j]);
+        acc[j] += qt[i] * S[i * V + j];
+      }
+    }
+    for (size_t j = 0; j < V; ++j) o[j] = static_cast<float>(acc[j] * scale);
+  }
+}
+
 }  // namespace ork::ref

@@ -58,4 +58,20 @@ void attention_head(const float* q, const float* k, const float* v, int64_t n_kv
 void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history, float* u,
                 float* out);
 
+// A causal depthwise convolution and SiLU over n tokens of `width`
+// channels (Qwen3.5's DeltaNet, before q, k, v): out_t = silu(sum_{i < taps}
+// w[i] * x_{t - (taps-1) + i}), w as [tap][channel], the inputs before the
+// batch from `history` (taps - 1 rows, oldest first).
+void conv_silu(const float* x, int n, int width, const float* w, int taps, const float* history, float* out);
+
+// One v-head of a gated DeltaNet over n tokens, its state S (k_dim x v_dim,
+// row i for key dim i) carried in and out. For each token t, with q_t and
+// k_t L2-normalised (x / max(|x|, 1e-6)):
+//   S = decay_t S;  v' = beta_t (v_t - S^T k_t);  S += k_t v'^T;  o_t = scale S^T q_t.
+// Token t's q, k, v are at q + t * stride (k, v likewise), its beta and
+// decay at beta[t * gate_stride], its output at out + t * out_stride.
+void delta_rule(float* S, int k_dim, int v_dim, int n, const float* q, const float* k, const float* v, int64_t stride,
+                const float* beta, const float* decay, int64_t gate_stride, float scale, float* out,
+                int64_t out_stride);
+
 }  // namespace ork::ref
