@@ -7,6 +7,8 @@
 # docs/BENCHMARKS.md section 9.
 #
 # Usage: bench/gguf_vs_llamacpp.sh MODEL.gguf [ROUNDS] [PP] [TG] [THREADS]
+# PEER=ik-llama-bench PEER_ARGS="-rtr 1" measures ik_llama.cpp instead
+# (its best CPU setting; the qwen35 family runs on ik_llama.cpp only).
 set -euo pipefail
 M=$1
 ROUNDS=${2:-3}
@@ -15,9 +17,12 @@ TG=${4:-64}
 T=${5:-2}
 ORK=${ORK:-build/release/ork}
 PEERS=${ORK_PEERS:-../shared/peers}
+PEER=${PEER:-llama-bench}
+read -r -a PEER_FLAGS <<< "${PEER_ARGS:-}"
 OUT=$(mktemp -d)
 lscpu | grep -E "Model name|^CPU\(s\)|Flags" | sed 's/Flags:.*\(avx512[a-z_]*\).*/Flags: has \1/' | cut -c1-100
-[ -x "$PEERS/bin/llama-bench" ] || { echo "llama-bench missing in $PEERS: not measured"; exit 1; }
+[ -x "$PEERS/bin/$PEER" ] || { echo "$PEER missing in $PEERS: not measured"; exit 1; }
+echo "peer: $PEER ${PEER_ARGS:-}"
 
 # Start-up: ork's first start (conversion included: the model runs from
 # the conversion in memory while a detached writer saves the cache entry)
@@ -37,17 +42,17 @@ for s in $(seq 1 "${STARTS:-3}"); do
   t1b=$(date +%s.%N); "$ORK" run -m "$M" -p "a" -n 1 -t "$T" >/dev/null 2>&1; t2=$(date +%s.%N)
   PACK=$(ls "$ORK_CACHE_DIR"/*.orkpack | head -1)
   "$ORK" run -m "$PACK" -p "a" -n 1 -t "$T" >/dev/null 2>&1; t3=$(date +%s.%N)
-  "$PEERS/bin/llama-bench" -m "$M" -p 1 -n 0 -r 1 -t "$T" >/dev/null 2>&1; t4=$(date +%s.%N)
-  echo "start $s: ork first (converts) $(echo "$t1 - $t0" | bc) s (entry saved $(echo "$t1b - $t1" | bc) s later), ork cached $(echo "$t2 - $t1b" | bc) s, ork on the orkpack $(echo "$t3 - $t2" | bc) s, llama-bench -p 1 -n 0 $(echo "$t4 - $t3" | bc) s"
+  "$PEERS/bin/$PEER" -m "$M" -p 1 -n 0 -r 1 -t "$T" "${PEER_FLAGS[@]}" >/dev/null 2>&1; t4=$(date +%s.%N)
+  echo "start $s: ork first (converts) $(echo "$t1 - $t0" | bc) s (entry saved $(echo "$t1b - $t1" | bc) s later), ork cached $(echo "$t2 - $t1b" | bc) s, ork on the orkpack $(echo "$t3 - $t2" | bc) s, $PEER -p 1 -n 0 $(echo "$t4 - $t3" | bc) s"
 done
 
 for r in $(seq 1 "$ROUNDS"); do
-  "$PEERS/bin/llama-bench" -m "$M" -p "$PP" -n "$TG" -r 1 -t "$T" -o json 2>/dev/null > "$OUT/l$r.json"
+  "$PEERS/bin/$PEER" -m "$M" -p "$PP" -n "$TG" -r 1 -t "$T" "${PEER_FLAGS[@]}" -o json 2>/dev/null > "$OUT/l$r.json"
   "$ORK" bench -m "$M" -p "$PP" -n "$TG" -r 1 -t "$T" --json 2>/dev/null > "$OUT/o$r.json"
 done
-python3 - "$OUT" "$ROUNDS" <<'PY'
+python3 - "$OUT" "$ROUNDS" "$PEER ${PEER_ARGS:-}" <<'PY'
 import json, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, peer = sys.argv[1], int(sys.argv[2]), sys.argv[3].strip()
 lp, lt, op, ot, bw, roof = [], [], [], [], [], []
 for r in range(1, rounds + 1):
     l = json.load(open(f"{out}/l{r}.json"))
@@ -57,10 +62,10 @@ for r in range(1, rounds + 1):
     lp.append(pp); lt.append(tg); op.append(o["pp"]["tok_s_median"]); ot.append(o["tg"]["tok_s_median"])
     bw.append(o["machine"]["read_gbps"]); roof.append(o["roofline_fraction"])
     if r == 1: print(f"ork's SIMD target: {o['machine']['simd']}, {o['machine']['threads']} threads")
-    print(f"round {r}: llama.cpp pp {pp:.2f} tg {tg:.2f} | ork pp {op[-1]:.2f} tg {ot[-1]:.2f} | probe {bw[-1]:.1f} GB/s, ork decode at {roof[-1]:.2f} of it")
+    print(f"round {r}: {peer} pp {pp:.2f} tg {tg:.2f} | ork pp {op[-1]:.2f} tg {ot[-1]:.2f} | probe {bw[-1]:.1f} GB/s, ork decode at {roof[-1]:.2f} of it")
 m = statistics.median
-print(f"median: llama.cpp pp {m(lp):.2f} tg {m(lt):.2f} tok/s; ork pp {m(op):.2f} tg {m(ot):.2f} tok/s")
-print(f"ork / llama.cpp: prefill {m(op)/m(lp):.2f}x (rounds {min(a/b for a,b in zip(op,lp)):.2f}-{max(a/b for a,b in zip(op,lp)):.2f}), "
+print(f"median: {peer} pp {m(lp):.2f} tg {m(lt):.2f} tok/s; ork pp {m(op):.2f} tg {m(ot):.2f} tok/s")
+print(f"ork / {peer}: prefill {m(op)/m(lp):.2f}x (rounds {min(a/b for a,b in zip(op,lp)):.2f}-{max(a/b for a,b in zip(op,lp)):.2f}), "
       f"decode {m(ot)/m(lt):.2f}x (rounds {min(a/b for a,b in zip(ot,lt)):.2f}-{max(a/b for a,b in zip(ot,lt)):.2f})")
 PY
 rm -rf "$OUT"
