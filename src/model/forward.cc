@@ -316,6 +316,16 @@ uint64_t Context::memory_bytes(const ModelConfig& c, int n_ctx, int n_batch, boo
          4 * (batch * (per_token + conv_per_token + delta_per_token) + positions * static_cast<uint64_t>(c.n_head));
 }
 
+uint64_t Context::recurrent_bytes_per_token(const ModelConfig& c) {
+  const uint64_t delta = c.has_delta_layers()
+                             ? static_cast<uint64_t>(c.n_delta_layers) *
+                                   (2ull * 4 * c.ssm_v_heads * c.ssm_k_dim * c.ssm_v_dim +
+                                    4ull * (c.ssm_conv_kernel - 1) * static_cast<uint64_t>(c.ssm_qkv_dim()))
+                             : 0;
+  const uint64_t conv = c.n_conv_layers > 0 ? 4ull * c.n_conv_layers * (c.conv_kernel - 1) * c.n_embd : 0;
+  return delta + conv;
+}
+
 Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
   // The forward pass allocates only its cache and scratch; a request too
   // large for the machine is an error, never an exception out of the library.

@@ -40,6 +40,10 @@ class Context {
   // to n_batch tokens. What a caller checks against the memory available
   // before it makes one.
   static uint64_t memory_bytes(const ModelConfig& c, int n_ctx, int n_batch, bool fast_kernels = true);
+  // Bytes of recurrent state a decoded token reads and writes: each
+  // DeltaNet's state matrices (read and written) and convolution inputs,
+  // each short convolution's inputs. Decode's share beside weights and KV.
+  static uint64_t recurrent_bytes_per_token(const ModelConfig& c);
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 

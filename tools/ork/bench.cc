@@ -206,7 +206,9 @@ int bench(BenchOptions& o) {
   // layer over the positions so far, on average over the generated tokens
   // (from position n_prompt to n_prompt + n_gen - 1, each reading one more).
   const int n_prompt_used = std::max(0, std::min(o.n_prompt, n_ctx - o.n_gen - 1));
-  const double kv_bytes = o.n_gen > 0 ? 2.0 * 2.0 * c.n_layer * c.kv_dim() * (n_prompt_used + (o.n_gen + 1) / 2.0) : 0.0;
+  const double kv_bytes = o.n_gen > 0 ? 2.0 * 2.0 * c.n_kv_layers * c.kv_dim() * (n_prompt_used + (o.n_gen + 1) / 2.0) : 0.0;
+  // Hybrids: the recurrent state each token reads and writes.
+  const double rec_bytes = o.n_gen > 0 ? static_cast<double>(Context::recurrent_bytes_per_token(c)) : 0.0;
   if (o.pair) {
     return bench_pairs(o, *model, n_ctx, n_prompt_used, probe, bws, rng, tok);
   }
@@ -241,7 +243,7 @@ int bench(BenchOptions& o) {
     // The machine's bandwidth drifts: probe it again beside every
     // repetition and judge each repetition's decode against its own probe.
     bws.push_back(probe.measure(2));
-    const double rep_bytes = static_cast<double>(model->dense_bytes_per_token()) + rep_experts + kv_bytes;
+    const double rep_bytes = static_cast<double>(model->dense_bytes_per_token()) + rep_experts + kv_bytes + rec_bytes;
     fractions.push_back(tg.back() * rep_bytes / 1e9 / bws.back());
     std::string line = fmt::format("  rep {}/{}:", r + 1, o.reps);
     if (!pp.empty()) line += fmt::format(" pp {:.1f} tok/s,", pp.back());
@@ -254,7 +256,7 @@ int bench(BenchOptions& o) {
   // Dense weights plus the routed experts' bytes actually read per decoded token.
   const uint64_t weight_bpt = model->dense_bytes_per_token() +
                               (expert_bpt.empty() ? 0 : static_cast<uint64_t>(summarize(expert_bpt).median));
-  const uint64_t bpt = weight_bpt + static_cast<uint64_t>(kv_bytes);
+  const uint64_t bpt = weight_bpt + static_cast<uint64_t>(kv_bytes) + static_cast<uint64_t>(rec_bytes);
   const double used = g.median * static_cast<double>(bpt) / 1e9;
   const Summary b = summarize(bws), f = summarize(fractions);
   const double bw = b.median;
@@ -264,12 +266,14 @@ int bench(BenchOptions& o) {
                 "\"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
                 "\"tg\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
                 "\"bytes_per_token\": %llu, \"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %llu, "
+                "\"recurrent_bytes_per_token\": %llu, "
                 "\"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, "
                 "\"roofline_fraction_min\": %.4f, \"roofline_fraction_max\": %.4f, \"read_gbps_min\": %.2f, \"read_gbps_max\": %.2f, "
                 "\"reps\": %d%s}\n",
                 model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
-                static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes), used, f.median, f.min, f.max, b.min,
+                static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes),
+                static_cast<unsigned long long>(rec_bytes), used, f.median, f.min, f.max, b.min,
                 b.max, o.reps, (npu_cli.json(decode_stats, prefill_stats) + (o.profile ? profile_json(profile) : std::string()) +
                              perf_model_json(npu_cli, pool)).c_str());
     if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
@@ -286,9 +290,10 @@ int bench(BenchOptions& o) {
   }
   if (o.n_gen > 0) {
     std::printf("decode  tg%-5d  %8.2f tok/s (min %.2f, max %.2f)\n", o.n_gen, g.median, g.min, g.max);
-    std::printf("decode reads     %.2f MB/token (weights %.2f, KV cache %.2f) = %.2f GB/s; %.1f %% of the read bandwidth "
-                "probed beside each repetition (median; %.1f-%.1f %%)\n",
-                static_cast<double>(bpt) / 1e6, static_cast<double>(weight_bpt) / 1e6, kv_bytes / 1e6, used,
+    std::printf("decode reads     %.2f MB/token (weights %.2f, KV cache %.2f%s) = %.2f GB/s; %.1f %% of the read "
+                "bandwidth probed beside each repetition (median; %.1f-%.1f %%)\n",
+                static_cast<double>(bpt) / 1e6, static_cast<double>(weight_bpt) / 1e6, kv_bytes / 1e6,
+                rec_bytes > 0 ? fmt::format(", recurrent state {:.2f}", rec_bytes / 1e6).c_str() : "", used,
                 100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
   } else {
     std::printf("decode           not measured (-n 0)\n");
