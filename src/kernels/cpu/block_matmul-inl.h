@@ -248,6 +248,10 @@ struct BlockActs {
   const float* group_acts = nullptr;  // [token][group]
   const int16_t* sub_sums = nullptr;  // q6k, q3k: [token][k / 16], each 16 codes' sum
   int64_t blocks = 0;                 // per token
+  // Batches of a 32-weight kind in nibble order with two groups a step:
+  // each token's activation scales of a step's two groups, one per half of
+  // a float vector ([token][step][lanes]), made once for every row.
+  const float* step_scales = nullptr;
 };
 
 // The R rows a block kind's tile reads (rows r0 + r * stride): their two
@@ -473,6 +477,18 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
     }
     VI8 c0[R], c1[R];
     for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
+    // With step_scales: each row's two weight scales once a step, met by
+    // each token's precomputed pair (the same products, in vectors).
+    hn::Vec<decltype(df)> wv[R];
+    if constexpr (kStepGroups == 2 && !C::kWeightOrder) {
+      if (a.step_scales != nullptr) {
+        const hn::Half<decltype(df)> dh;
+        for (int r = 0; r < R; ++r) {
+          wv[r] = hn::Combine(df, hn::Set(dh, HeaderF16(hd[r] + (g + 1) * C::kHeader)),
+                              hn::Set(dh, HeaderF16(hd[r] + g * C::kHeader)));
+        }
+      }
+    }
     const int8_t* p = panel + st * T * kStepBytes;
     for (int t = 0; t < T; ++t) {
       const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
@@ -484,6 +500,9 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
         } else if constexpr (C::kWeightOrder) {
           facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v1), hn::Set(df, scale_of(r, t, g + 1)),
                                   hn::MulAdd(hn::ConvertTo(df, v0), hn::Set(df, scale_of(r, t, g)), facc[r][t]));
+        } else if (a.step_scales != nullptr) {
+          const auto sv = hn::Mul(wv[r], hn::LoadU(df, a.step_scales + ((t0 + t) * steps + st) * hn::Lanes(df)));
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, hn::Add(v0, v1)), sv, facc[r][t]);
         } else {
           const hn::Half<decltype(df)> dh;
           const auto sv = hn::Combine(df, hn::Set(dh, scale_of(r, t, g + 1)), hn::Set(dh, scale_of(r, t, g)));
@@ -600,7 +619,25 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
   }
   if constexpr (kMins) GroupActs(q, scales.data(), in.n, in.k, block, group_acts);
   if constexpr (BlockCodes<K>::kOffsetSums || BlockCodes<K>::kSubMins) SubSums(q, in.n, in.k, sub_sums);
-  const BlockActs acts{scales.data(), group_acts.data(), sub_sums.data(), nb};
+  BlockActs acts{scales.data(), group_acts.data(), sub_sums.data(), nb};
+  thread_local std::vector<float> step_scales;
+  if constexpr (kBlock32<K> && !Block32Codes<K>::kWeightOrder && kStepGroups == 2) {
+    if (in.n > 1 && block == 32) {
+      // [token][step][lane]: group 2 st in the low half, 2 st + 1 in the high.
+      const hn::ScalableTag<float> df;
+      const size_t lanes = hn::Lanes(df), steps = static_cast<size_t>(in.k / 64);
+      step_scales.resize(static_cast<size_t>(in.n) * steps * lanes);
+      for (size_t t = 0; t < static_cast<size_t>(in.n); ++t) {
+        for (size_t st = 0; st < steps; ++st) {
+          float* v = &step_scales[(t * steps + st) * lanes];
+          const float* sc = &scales[t * static_cast<size_t>(nb) + 2 * st];
+          std::fill_n(v, lanes / 2, sc[0]);
+          std::fill_n(v + lanes / 2, lanes / 2, sc[1]);
+        }
+      }
+      acts.step_scales = step_scales.data();
+    }
+  }
   QuantActs a = in;  // the codes the tiles read
   a.q = q;
   if (a.n == 1) {
