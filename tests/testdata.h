@@ -21,22 +21,20 @@ inline std::string testdata_dir() {
 
 inline std::string testdata(const std::string& relative) { return testdata_dir() + "/" + relative; }
 
-inline std::vector<float> read_floats_text(const std::string& path) {
-  std::vector<float> out;
+// Whitespace-separated values of one type (a fixture's logits, its ids).
+template <class T>
+inline std::vector<T> read_text_values(const std::string& path) {
+  std::vector<T> out;
   std::ifstream in(path);
-  float v;
+  T v;
   while (in >> v) out.push_back(v);
   return out;
 }
 
-// Whitespace-separated token ids (a fixture's prompt_ids, greedy ids).
-inline std::vector<int32_t> read_ids(const std::string& path) {
-  std::vector<int32_t> ids;
-  std::ifstream in(path);
-  int32_t v;
-  while (in >> v) ids.push_back(v);
-  return ids;
-}
+inline std::vector<float> read_floats_text(const std::string& path) { return read_text_values<float>(path); }
+
+// Token ids (a fixture's prompt_ids, greedy ids).
+inline std::vector<int32_t> read_ids(const std::string& path) { return read_text_values<int32_t>(path); }
 
 inline std::vector<float> read_f32_raw(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

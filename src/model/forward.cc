@@ -121,7 +121,7 @@ void Context::resize_scratch(int n) {
     dbeta_.resize(un * nv);
     dalpha_.resize(un * nv);
     ddecay_.resize(un * nv);
-    dhistory_.resize((taps - 1 + un) * qkv);
+    dhistory_.resize((taps - 1) * qkv);
     delta_state_.resize(layers * nv * static_cast<size_t>(c_.ssm_k_dim) * static_cast<size_t>(c_.ssm_v_dim));
     delta_conv_.resize(layers * (taps - 1) * qkv);
   }

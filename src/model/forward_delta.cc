@@ -49,10 +49,14 @@ Status Context::delta_block(int il, int n) {
     }
     const size_t r0 = static_cast<size_t>(seg.row0), sn = static_cast<size_t>(seg.n);
     ops_.conv_silu(&dqkv_[r0 * qkv], seg.n, static_cast<int>(qkv), L.ssm_conv_w.data(), taps, conv, &dconv_[r0 * qkv]);
-    // The convolution's last inputs: the newest taps - 1 rows of history + batch.
-    std::copy_n(conv, hist_rows * qkv, dhistory_.begin());
-    std::copy_n(&dqkv_[r0 * qkv], sn * qkv, dhistory_.begin() + static_cast<std::ptrdiff_t>(hist_rows * qkv));
-    std::copy_n(dhistory_.begin() + static_cast<std::ptrdiff_t>(sn * qkv), hist_rows * qkv, conv);
+    // The convolution's last inputs: the newest taps - 1 rows of history +
+    // batch, oldest first (only those rows are copied, never the batch).
+    for (size_t i = 0; i < hist_rows; ++i) {
+      const size_t src = sn + i;  // row i of the new history, counted in [old history | batch]
+      const float* from = src < hist_rows ? &conv[src * qkv] : &dqkv_[(r0 + src - hist_rows) * qkv];
+      std::copy_n(from, qkv, &dhistory_[i * qkv]);
+    }
+    std::copy_n(dhistory_.begin(), hist_rows * qkv, conv);
     DeltaNetArgs a;
     a.state = state;
     a.n_k_heads = c_.ssm_k_heads;

@@ -119,6 +119,22 @@ void attention_head(const float* q, const float* k, const float* v, int64_t n_kv
   }
 }
 
+namespace {
+
+// Channel j of token t of a causal depthwise convolution, in double: the
+// taps over x's rows, those before the batch from `history`.
+double causal_taps(const float* x, const float* history, const float* w, int taps, size_t W, int t, size_t j) {
+  double acc = 0.0;
+  for (int i = 0; i < taps; ++i) {
+    const int src = t - (taps - 1) + i;  // the token this tap reads, batch-relative
+    const float xi = src >= 0 ? x[static_cast<size_t>(src) * W + j] : history[static_cast<size_t>(taps - 1 + src) * W + j];
+    acc += static_cast<double>(w[static_cast<size_t>(i) * W + j]) * xi;
+  }
+  return acc;
+}
+
+}  // namespace
+
 void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history, float* u,
                 float* out) {
   const auto W = static_cast<size_t>(width);
@@ -127,12 +143,7 @@ void short_conv(const float* bcx, int n, int width, const float* w, int taps, co
   }
   for (int t = 0; t < n; ++t) {
     for (size_t j = 0; j < W; ++j) {
-      double acc = 0.0;
-      for (int i = 0; i < taps; ++i) {
-        const int src = t - (taps - 1) + i;  // the token this tap reads, batch-relative
-        const float x = src >= 0 ? u[static_cast<size_t>(src) * W + j] : history[static_cast<size_t>(taps - 1 + src) * W + j];
-        acc += static_cast<double>(w[static_cast<size_t>(i) * W + j]) * x;
-      }
+      const double acc = causal_taps(u, history, w, taps, W, t, j);
       out[static_cast<size_t>(t) * W + j] = bcx[static_cast<size_t>(t) * 3 * W + W + j] * static_cast<float>(acc);
     }
   }
@@ -142,12 +153,7 @@ void conv_silu(const float* x, int n, int width, const float* w, int taps, const
   const auto W = static_cast<size_t>(width);
   for (int t = 0; t < n; ++t) {
     for (size_t j = 0; j < W; ++j) {
-      double acc = 0.0;
-      for (int i = 0; i < taps; ++i) {
-        const int src = t - (taps - 1) + i;
-        const float xi = src >= 0 ? x[static_cast<size_t>(src) * W + j] : history[static_cast<size_t>(taps - 1 + src) * W + j];
-        acc += static_cast<double>(w[static_cast<size_t>(i) * W + j]) * xi;
-      }
+      const double acc = causal_taps(x, history, w, taps, W, t, j);
       out[static_cast<size_t>(t) * W + j] = static_cast<float>(acc / (1.0 + std::exp(-acc)));
     }
   }
@@ -167,8 +173,8 @@ double inverse_l2(const float* x, int n) {
 void delta_rule(float* S, int k_dim, int v_dim, int n, const float* q, const float* k, const float* v, int64_t stride,
                 const float* beta, const float* decay, int64_t gate_stride, float scale, float* out,
                 int64_t out_stride) {
-  std::vector<double> kt(static_cast<size_t>(k_dim)), qt(static_cast<size_t>(k_dim)), sk(static_cast<size_t>(v_dim));
   const auto V = static_cast<size_t>(v_dim);
+  std::vector<double> kt(static_cast<size_t>(k_dim)), qt(static_cast<size_t>(k_dim)), sk(V), acc(V);
   for (int t = 0; t < n; ++t) {
     const float* qr = q + t * stride;
     const float* kr = k + t * stride;
@@ -188,7 +194,7 @@ void delta_rule(float* S, int k_dim, int v_dim, int n, const float* q, const flo
     }
     float* o = out + t * out_stride;
     for (size_t j = 0; j < V; ++j) sk[j] = b * (vr[j] - sk[j]);  // v'
-    std::vector<double> acc(V, 0.0);
+    std::fill(acc.begin(), acc.end(), 0.0);
     for (size_t i = 0; i < static_cast<size_t>(k_dim); ++i) {
       for (size_t j = 0; j < V; ++j) {
         S[i * V + j] = static_cast<float>(S[i * V + j] + kt[i] * sk[j]);

@@ -70,6 +70,7 @@ void conv_silu(const float* x, int n, int width, const float* w, int taps, const
 //   S = decay_t S;  v' = beta_t (v_t - S^T k_t);  S += k_t v'^T;  o_t = scale S^T q_t.
 // Token t's q, k, v are at q + t * stride (k, v likewise), its beta and
 // decay at beta[t * gate_stride], its output at out + t * out_stride.
+// Allocates its scratch (k_dim + v_dim doubles) per call.
 void delta_rule(float* S, int k_dim, int v_dim, int n, const float* q, const float* k, const float* v, int64_t stride,
                 const float* beta, const float* decay, int64_t gate_stride, float scale, float* out,
                 int64_t out_stride);
