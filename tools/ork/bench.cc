@@ -30,6 +30,7 @@ struct BenchOptions {
   std::string model;
   int n_prompt = 512;
   int n_gen = 128;
+  int n_depth = 0;
   int reps = 3;
   int threads = 0;
   NpuCli npu;
@@ -98,6 +99,21 @@ std::string cpu_name() {
   return "unknown";
 }
 
+// -d: the context a measurement starts from, filled with random tokens in
+// batches of 512 before the clock starts (llama-bench's -d), so prefill and
+// decode are timed at that depth of KV cache.
+Status fill_depth(Context& ctx, int n_depth, std::mt19937& rng, std::uniform_int_distribution<int32_t>& tok) {
+  std::vector<float> logits;
+  for (int done = 0; done < n_depth;) {
+    const int n = std::min(512, n_depth - done);
+    std::vector<int32_t> batch(static_cast<size_t>(n));
+    for (auto& t : batch) t = tok(rng);
+    ORK_RETURN_IF_ERROR(ctx.eval(batch, logits));
+    done += n;
+  }
+  return Status::ok();
+}
+
 // The dispatcher's performance model in the JSON: the one --npu used, or
 // this machine's cached calibration (`ork calibrate`), or a note that there
 // is none yet.
@@ -126,6 +142,7 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
     } else {
       ctx.set_i8s_high_only(true);
     }
+    ORK_RETURN_IF_ERROR(fill_depth(ctx, o.n_depth, rng, tok));
     std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
     for (auto& t : prompt) t = tok(rng);
     std::vector<float> logits;
@@ -189,7 +206,12 @@ int bench(BenchOptions& o) {
     model = std::move(m).value();
   }
   const ModelConfig& c = model->config();
-  const int n_ctx = std::min(c.n_ctx_train, o.n_prompt + o.n_gen + 1);
+  if (o.n_depth > 0 && o.n_depth + o.n_prompt + o.n_gen + 1 > c.n_ctx_train) {
+    return fail(fmt::format("bench: -d {} -p {} -n {} needs a context of {} tokens, past the {} {} was trained on",
+                            o.n_depth, o.n_prompt, o.n_gen, o.n_depth + o.n_prompt + o.n_gen + 1, c.n_ctx_train,
+                            model->path()));
+  }
+  const int n_ctx = std::min(c.n_ctx_train, o.n_depth + o.n_prompt + o.n_gen + 1);
   if (Status st = check_context(*model, n_ctx, std::max(1, o.n_prompt)); !st.is_ok()) return fail(st.to_string());
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> tok(3, c.n_vocab - 1);
@@ -205,8 +227,9 @@ int bench(BenchOptions& o) {
   // The f16 KV cache every decoded token's attention reads: K and V of each
   // layer over the positions so far, on average over the generated tokens
   // (from position n_prompt to n_prompt + n_gen - 1, each reading one more).
-  const int n_prompt_used = std::max(0, std::min(o.n_prompt, n_ctx - o.n_gen - 1));
-  const double kv_bytes = o.n_gen > 0 ? 2.0 * 2.0 * c.n_kv_layers * c.kv_dim() * (n_prompt_used + (o.n_gen + 1) / 2.0) : 0.0;
+  const int n_prompt_used = std::max(0, std::min(o.n_prompt, n_ctx - o.n_depth - o.n_gen - 1));
+  const double kv_bytes =
+      o.n_gen > 0 ? 2.0 * 2.0 * c.n_kv_layers * c.kv_dim() * (o.n_depth + n_prompt_used + (o.n_gen + 1) / 2.0) : 0.0;
   // Hybrids: the recurrent state each token reads and writes.
   const double rec_bytes = o.n_gen > 0 ? static_cast<double>(Context::recurrent_bytes_per_token(c)) : 0.0;
   if (o.pair) {
@@ -216,6 +239,11 @@ int bench(BenchOptions& o) {
     Context ctx(*model, n_ctx);
     npu_cli.attach(ctx);
     ctx.set_i8s_high_only(o.i8s_high_only);
+    if (o.n_depth > 0) {
+      std::fprintf(stderr, "  rep %d/%d: filling the context to depth %d (not timed)...\n", r + 1, o.reps, o.n_depth);
+      if (Status st = fill_depth(ctx, o.n_depth, rng, tok); !st.is_ok()) return fail(st.to_string());
+      ctx.reset_dispatch_stats();
+    }
     std::vector<int32_t> prompt(static_cast<size_t>(n_prompt_used));
     for (auto& t : prompt) t = tok(rng);
     std::vector<float> logits;
@@ -263,14 +291,14 @@ int bench(BenchOptions& o) {
   const char* target = cpu::compiled_target_count() > 0 ? cpu::target_name(0) : "?";
   if (o.json) {
     std::printf("{\"model\": \"%s\", \"resident\": %s, \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f}, "
-                "\"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
+                "\"depth\": %d, \"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
                 "\"tg\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
                 "\"bytes_per_token\": %llu, \"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %llu, "
                 "\"recurrent_bytes_per_token\": %llu, "
                 "\"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, "
                 "\"roofline_fraction_min\": %.4f, \"roofline_fraction_max\": %.4f, \"read_gbps_min\": %.2f, \"read_gbps_max\": %.2f, "
                 "\"reps\": %d%s}\n",
-                model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_prompt, p.median, p.min, p.max,
+                model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_depth, o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
                 static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes),
                 static_cast<unsigned long long>(rec_bytes), used, f.median, f.min, f.max, b.min,
@@ -279,17 +307,22 @@ int bench(BenchOptions& o) {
     if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
     return 0;
   }
+  // llama-bench's test names: pp512, tg128, "pp512 @ d4096".
+  auto label = [&](const char* kind, int n) {
+    return o.n_depth > 0 ? fmt::format("{}{} @ d{}", kind, n, o.n_depth) : fmt::format("{}{}", kind, n);
+  };
   std::printf("model            %s (%s)\n", model->path().c_str(),
               model->resident() ? "read into memory, huge pages" : "mapped");
   std::printf("machine          %s, %d threads, %s; read bandwidth %.2f GB/s (median of %zu probes, %.2f-%.2f)\n",
               cpu_name().c_str(), pool.size(), target, bw, bws.size(), b.min, b.max);
   if (o.n_prompt > 0) {
-    std::printf("prefill pp%-5d  %8.2f tok/s (min %.2f, max %.2f over %d reps)\n", o.n_prompt, p.median, p.min, p.max, o.reps);
+    std::printf("prefill %-8s %8.2f tok/s (min %.2f, max %.2f over %d reps)\n", label("pp", o.n_prompt).c_str(), p.median,
+                p.min, p.max, o.reps);
   } else {
     std::printf("prefill          not measured (-p 0)\n");
   }
   if (o.n_gen > 0) {
-    std::printf("decode  tg%-5d  %8.2f tok/s (min %.2f, max %.2f)\n", o.n_gen, g.median, g.min, g.max);
+    std::printf("decode  %-8s %8.2f tok/s (min %.2f, max %.2f)\n", label("tg", o.n_gen).c_str(), g.median, g.min, g.max);
     std::printf("decode reads     %.2f MB/token (weights %.2f, KV cache %.2f%s) = %.2f GB/s; %.1f %% of the read "
                 "bandwidth probed beside each repetition (median; %.1f-%.1f %%)\n",
                 static_cast<double>(bpt) / 1e6, static_cast<double>(weight_bpt) / 1e6, kv_bytes / 1e6,
@@ -311,6 +344,11 @@ Runner add_bench(CLI::App& app) {
   app.add_option("-m,--model", o->model, "Model (GGUF or orkpack; default: the built-in stories260K)");
   app.add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens for the prefill measurement (0: decode from an empty cache)")->capture_default_str()->check(token_count());
   app.add_option("-n,--n-gen", o->n_gen, "Tokens decoded for the decode measurement (0: prefill only)")->capture_default_str()->check(token_count());
+  app.add_option("-d,--n-depth", o->n_depth,
+                 "Tokens in the context before each measurement starts (filled untimed, as llama-bench's -d): prefill "
+                 "and decode timed at that depth of KV cache")
+      ->capture_default_str()
+      ->check(token_count());
   app.add_option("-r,--reps", o->reps, "Repetitions (median reported)")->capture_default_str()->check(CLI::Range(1, 1000));
   app.add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(thread_count());
   o->npu.add_options(app);
