@@ -6,11 +6,13 @@
 // its tokens one at a time, bit for bit, on every target.
 #include "kernels/cpu/recurrent_ops.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/targets.h"
@@ -129,6 +131,39 @@ TEST_F(RecurrentEveryTarget, ConvSiluMatchesReference) {
   }
 }
 
+// One head's delta-rule inputs: n tokens of q | k | v, beta in [0, 1), a
+// decay per token from `decay_of(t, u)` (u uniform in [0, 1)), a random
+// start state, and the double reference's state and outputs after them.
+struct DeltaCase {
+  int k_dim, v_dim, n;
+  int64_t stride;
+  std::vector<float> qkv, beta, decay, S0, want_s, want;
+  float scale, scale_s = 0, scale_o = 0;  // 1/sqrt(k_dim); largest |state| and |output|
+  const float* q() const { return qkv.data(); }
+  const float* k() const { return qkv.data() + k_dim; }
+  const float* v() const { return qkv.data() + 2 * k_dim; }
+
+  template <class DecayOf>
+  DeltaCase(int kd, int vd, int tokens, uint32_t seed, DecayOf decay_of)
+      : k_dim(kd), v_dim(vd), n(tokens), stride(3 * std::max(kd, vd)),
+        qkv(normal_vector(static_cast<size_t>(tokens * stride), seed)), beta(static_cast<size_t>(tokens)),
+        decay(static_cast<size_t>(tokens)), S0(normal_vector(static_cast<size_t>(kd * vd), seed + 2)),
+        scale(1.0f / std::sqrt(static_cast<float>(kd))) {
+    std::mt19937 rng(seed + 1);
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    for (int t = 0; t < n; ++t) {
+      beta[static_cast<size_t>(t)] = u(rng);
+      decay[static_cast<size_t>(t)] = decay_of(t, u(rng));
+    }
+    want_s = S0;
+    want.resize(static_cast<size_t>(n * v_dim));
+    ref::delta_rule(want_s.data(), k_dim, v_dim, n, q(), k(), v(), stride, beta.data(), decay.data(), 1, scale,
+                    want.data(), v_dim);
+    for (float x : want_s) scale_s = std::max(scale_s, std::fabs(x));
+    for (float x : want) scale_o = std::max(scale_o, std::fabs(x));
+  }
+};
+
 // The delta rule over 40 tokens from a random state, decays 0.25..0.99:
 // the f32 kernel against the double reference (state and outputs, to a
 // relative 2e-5 of their scale), and a batch against one token at a time,
@@ -136,41 +171,49 @@ TEST_F(RecurrentEveryTarget, ConvSiluMatchesReference) {
 TEST_F(RecurrentEveryTarget, DeltaRuleMatchesReferenceAndSteps) {
   for (auto [k_dim, v_dim] : {std::pair<int, int>{64, 64}, {16, 24}, {128, 128}, {7, 13}}) {
     const int n = 40;
-    const int64_t stride = 3 * std::max(k_dim, v_dim);  // q | k | v of one token, then the next
-    auto qkv = normal_vector(static_cast<size_t>(n * stride), 21);
-    std::vector<float> beta(n), decay(n);
-    std::mt19937 rng(22);
-    std::uniform_real_distribution<float> u(0.0f, 1.0f);
-    for (int t = 0; t < n; ++t) {
-      beta[static_cast<size_t>(t)] = u(rng);
-      decay[static_cast<size_t>(t)] = 0.25f + 0.74f * u(rng);
-    }
-    const float* q = qkv.data();
-    const float* k = q + k_dim;
-    const float* v = k + k_dim;
-    const auto S0 = normal_vector(static_cast<size_t>(k_dim * v_dim), 23);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(k_dim));
-    std::vector<float> want_s = S0, want(static_cast<size_t>(n * v_dim));
-    ref::delta_rule(want_s.data(), k_dim, v_dim, n, q, k, v, stride, beta.data(), decay.data(), 1, scale, want.data(),
-                    v_dim);
-    float scale_s = 0, scale_o = 0;
-    for (float x : want_s) scale_s = std::max(scale_s, std::fabs(x));
-    for (float x : want) scale_o = std::max(scale_o, std::fabs(x));
+    const DeltaCase c(k_dim, v_dim, n, 21, [](int, float u) { return 0.25f + 0.74f * u; });
+    const float *q = c.q(), *k = c.k(), *v = c.v();
+    const int64_t stride = c.stride;
     for (int target = 0; target < cpu::compiled_target_count(); ++target) {
       cpu::force_target(target);
-      std::vector<float> s = S0, got(want.size());
-      cpu::delta_rule(s.data(), k_dim, v_dim, n, q, k, v, stride, beta.data(), decay.data(), 1, scale, got.data(),
+      std::vector<float> s = c.S0, got(c.want.size());
+      cpu::delta_rule(s.data(), k_dim, v_dim, n, q, k, v, stride, c.beta.data(), c.decay.data(), 1, c.scale, got.data(),
                       v_dim);
-      for (size_t i = 0; i < s.size(); ++i) ASSERT_NEAR(s[i], want_s[i], 2e-5f * scale_s) << cpu::target_name(target);
-      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5f * scale_o) << cpu::target_name(target);
-      std::vector<float> s1 = S0, steps(want.size());
+      for (size_t i = 0; i < s.size(); ++i) ASSERT_NEAR(s[i], c.want_s[i], 2e-5f * c.scale_s) << cpu::target_name(target);
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], c.want[i], 2e-5f * c.scale_o) << cpu::target_name(target);
+      std::vector<float> s1 = c.S0, steps(c.want.size());
       for (int t = 0; t < n; ++t) {
         cpu::delta_rule(s1.data(), k_dim, v_dim, 1, q + t * stride, k + t * stride, v + t * stride, stride,
-                        &beta[static_cast<size_t>(t)], &decay[static_cast<size_t>(t)], 1, scale,
+                        &c.beta[static_cast<size_t>(t)], &c.decay[static_cast<size_t>(t)], 1, c.scale,
                         &steps[static_cast<size_t>(t * v_dim)], v_dim);
       }
       EXPECT_EQ(steps, got) << cpu::target_name(target);
       EXPECT_EQ(s1, s) << cpu::target_name(target);
+    }
+  }
+}
+
+// The chunked (WY) form against the step-by-step recurrence: 150 tokens
+// (two whole chunks and a part), 5 tokens (one part) and exactly one chunk,
+// from a random state, with decays from near 1 down to 0 (a decay that
+// underflowed) and runs of small ones whose product underflows across a
+// chunk - state and outputs to a relative 1e-5 of their scale (the largest
+// seen is 1.3e-6), every target.
+TEST_F(RecurrentEveryTarget, ChunkedDeltaRuleMatchesTheRecurrence) {
+  for (auto [k_dim, v_dim] : {std::pair<int, int>{128, 128}, {64, 64}, {16, 24}, {7, 13}}) {
+    for (int n : {150, 5, cpu::kDeltaChunk}) {
+      const DeltaCase c(k_dim, v_dim, n, 31, [](int t, float u) {
+        return t % 37 == 3 ? 0.0f : (t / 20) % 3 == 1 ? 0.02f * u : 0.25f + 0.75f * u;
+      });
+      for (int target = 0; target < cpu::compiled_target_count(); ++target) {
+        cpu::force_target(target);
+        std::vector<float> s = c.S0, got(c.want.size());
+        cpu::delta_rule_chunked(s.data(), k_dim, v_dim, n, c.q(), c.k(), c.v(), c.stride, c.beta.data(),
+                                c.decay.data(), 1, c.scale, got.data(), v_dim);
+        const std::string at = fmt::format("{} k{} v{} n{}", cpu::target_name(target), k_dim, v_dim, n);
+        for (size_t i = 0; i < s.size(); ++i) ASSERT_NEAR(s[i], c.want_s[i], 1e-5f * c.scale_s) << at << " state " << i;
+        for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], c.want[i], 1e-5f * c.scale_o) << at << " out " << i;
+      }
     }
   }
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/recurrent_ops.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "quant/packer.h"
@@ -122,12 +123,21 @@ TEST_P(HybridFixture, GreedyDecodeReproducesTheReference) {
 // One batch, chunks of 5 and 7, and token by token give the same logits
 // bit for bit on both paths: the convolution computes each channel the same
 // way wherever its token falls, and so do the F32 matmuls and attention.
+// One exception, by design: on the fast path a DeltaNet runs a batch of 16
+// tokens or more in the chunked form (cpu::delta_rule_chunked), the same
+// sums in another order, so the whole 24-token prompt agrees with its
+// tokens one at a time to f32 rounding (1.8e-5 of the logits' scale at most
+// on these random-weight fixtures, which amplify rounding as the fast path's
+// 1.4e-3 against the reference shows; checked at 4e-5),
+// while chunks of 5 and 7, run by the recurrence, still agree bit for bit.
 TEST_P(HybridFixture, BatchChunksAndTokensAgree) {
   for (bool fast : {false, true}) {
+    const bool chunked = fast && model_->config().has_delta_layers() && prompt_.size() >= size_t{cpu::kDeltaChunk};
     Context whole(*model_, 64);
     whole.set_fast_kernels(fast);
     auto all = whole.eval(prompt_, true);
     ASSERT_TRUE(all.is_ok());
+    std::vector<float> first;  // token by token
     for (size_t chunk : {size_t{1}, size_t{5}, size_t{7}}) {
       Context ctx(*model_, 64);
       ctx.set_fast_kernels(fast);
@@ -138,7 +148,19 @@ TEST_P(HybridFixture, BatchChunksAndTokensAgree) {
         ASSERT_TRUE(r.is_ok());
         got.insert(got.end(), r->begin(), r->end());
       }
-      EXPECT_EQ(got, *all) << (fast ? "fast" : "reference") << " chunks of " << chunk;
+      if (!chunked) {
+        EXPECT_EQ(got, *all) << (fast ? "fast" : "reference") << " chunks of " << chunk;
+        continue;
+      }
+      if (first.empty()) first = got;
+      EXPECT_EQ(got, first) << "chunks of " << chunk << " against token by token";
+      ASSERT_EQ(got.size(), all->size());
+      float scale = 0.0f;
+      for (float x : *all) scale = std::max(scale, std::fabs(x));
+      const float diff = max_abs_diff(got.data(), all->data(), got.size());
+      std::printf("%s: one batch (chunked delta rule) against chunks of %zu: max |diff| %.3g of scale %.3g\n",
+                  GetParam().name.c_str(), chunk, diff, scale);
+      EXPECT_LE(diff, 4e-5f * scale) << "chunks of " << chunk;
     }
   }
 }
@@ -202,7 +224,8 @@ TEST_P(HybridFixture, SessionFileCarriesTheRecurrentState) {
 
 // Packed with int8 tiers: the convolutions' and DeltaNets' projections
 // take the tier, their kernels and recurrent parameters stay f32, and on the integer kernels a batch, its tokens
-// one at a time, and two sequences evaluated together agree bit for bit.
+// one at a time, and two sequences evaluated together agree bit for bit (a
+// DeltaNet's batch and its tokens only closely: the chunked delta rule).
 TEST_P(HybridFixture, PackedRunsOnTheIntegerKernelsExactly) {
   PackOptions o;
   o.input = testing::testdata("hybrid/" + GetParam().name + "-f32.gguf");
@@ -236,7 +259,13 @@ TEST_P(HybridFixture, PackedRunsOnTheIntegerKernelsExactly) {
     const int32_t t[1] = {id};
     ASSERT_TRUE(one.eval(t, step).is_ok());
   }
-  EXPECT_EQ(step, batch);
+  // A DeltaNet's batch runs the chunked delta rule (BatchChunksAndTokensAgree):
+  // its f32 rounding, passed through the int8 activations' own rounding, can
+  // move these random-weight logits by a visible amount (0.29 on qwen35), so
+  // there the step and the batch must agree on the answer and differ by well
+  // under what the int8 tier itself moves them (below).
+  const bool chunked = model_->config().has_delta_layers();
+  if (!chunked) EXPECT_EQ(step, batch);
   // Beside another sequence, in one batch.
   Context a(**packed, 64), b(**packed, 64);
   const std::vector<int32_t> other(prompt_.rbegin(), prompt_.rend());
@@ -251,6 +280,14 @@ TEST_P(HybridFixture, PackedRunsOnTheIntegerKernelsExactly) {
   Context f32(*model_, 64);
   ASSERT_TRUE(f32.eval(prompt_, want).is_ok());
   EXPECT_EQ(argmax(batch), argmax(want));
+  if (chunked) {
+    const float tier = max_abs_diff(want.data(), batch.data(), batch.size());
+    const float order = max_abs_diff(step.data(), batch.data(), batch.size());
+    std::printf("%s int8: batch against tokens one at a time %.3g, against the f32 model %.3g\n",
+                GetParam().name.c_str(), order, tier);
+    EXPECT_EQ(argmax(step), argmax(batch));
+    EXPECT_LE(order, 0.5f * tier);
+  }
   std::filesystem::remove(o.output);
 }
 

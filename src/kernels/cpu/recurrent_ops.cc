@@ -147,6 +147,159 @@ void DeltaRule(float* S, int k_dim, int v_dim, int n, const float* q, const floa
   }
 }
 
+
+// C[i][:] (+)= sum_r A[i][r] B[r][:] for i < m, over K terms and N columns
+// (row-major, leading dimensions lda, ldb, ldc): four rows of C at a time
+// against two vectors of columns, so each B load feeds four FMAs.
+HWY_INLINE void SmallGemm(int m, int N, int K, const float* A, size_t lda, const float* B, size_t ldb, float* C,
+                          size_t ldc, bool accumulate) {
+  const DF d;
+  const auto L = static_cast<int>(hn::Lanes(d));
+  int i = 0;
+  for (; i + 4 <= m; i += 4) {
+    const float* a0 = A + static_cast<size_t>(i) * lda;
+    const float* a1 = a0 + lda;
+    const float* a2 = a1 + lda;
+    const float* a3 = a2 + lda;
+    float* c0 = C + static_cast<size_t>(i) * ldc;
+    int j = 0;
+    for (; j + 2 * L <= N; j += 2 * L) {
+      auto z = hn::Zero(d);
+      auto s00 = z, s01 = z, s10 = z, s11 = z, s20 = z, s21 = z, s30 = z, s31 = z;
+      for (int r = 0; r < K; ++r) {
+        const float* b = B + static_cast<size_t>(r) * ldb + j;
+        const auto b0 = hn::LoadU(d, b), b1 = hn::LoadU(d, b + L);
+        auto x = hn::Set(d, a0[r]);
+        s00 = hn::MulAdd(x, b0, s00);
+        s01 = hn::MulAdd(x, b1, s01);
+        x = hn::Set(d, a1[r]);
+        s10 = hn::MulAdd(x, b0, s10);
+        s11 = hn::MulAdd(x, b1, s11);
+        x = hn::Set(d, a2[r]);
+        s20 = hn::MulAdd(x, b0, s20);
+        s21 = hn::MulAdd(x, b1, s21);
+        x = hn::Set(d, a3[r]);
+        s30 = hn::MulAdd(x, b0, s30);
+        s31 = hn::MulAdd(x, b1, s31);
+      }
+      const auto put = [&](float* c, decltype(z) v) { hn::StoreU(accumulate ? hn::Add(hn::LoadU(d, c), v) : v, d, c); };
+      put(c0 + j, s00);
+      put(c0 + j + L, s01);
+      put(c0 + ldc + j, s10);
+      put(c0 + ldc + j + L, s11);
+      put(c0 + 2 * ldc + j, s20);
+      put(c0 + 2 * ldc + j + L, s21);
+      put(c0 + 3 * ldc + j, s30);
+      put(c0 + 3 * ldc + j + L, s31);
+    }
+    for (; j < N; ++j) {
+      for (int ii = 0; ii < 4; ++ii) {
+        const float* a = A + static_cast<size_t>(i + ii) * lda;
+        float acc = 0.0f;
+        for (int r = 0; r < K; ++r) acc = std::fma(a[r], B[static_cast<size_t>(r) * ldb + j], acc);
+        float& c = C[static_cast<size_t>(i + ii) * ldc + j];
+        c = accumulate ? c + acc : acc;
+      }
+    }
+  }
+  for (; i < m; ++i) {
+    const float* a = A + static_cast<size_t>(i) * lda;
+    for (int j = 0; j < N; ++j) {
+      float acc = 0.0f;
+      for (int r = 0; r < K; ++r) acc = std::fma(a[r], B[static_cast<size_t>(r) * ldb + j], acc);
+      float& c = C[static_cast<size_t>(i) * ldc + j];
+      c = accumulate ? c + acc : acc;
+    }
+  }
+}
+
+// The delta rule over chunks of kDeltaChunk tokens (recurrent_ops.h). With
+// g_i the cumulative decay from the chunk's start state S0 to token i:
+//   u_i = beta_i (v_i - g_i S0^T k_i) - beta_i sum_{j<i} (g_i/g_j)(k_i.k_j) u_j
+//   o_i = scale (g_i S0^T q_i + sum_{j<=i} (g_i/g_j)(q_i.k_j) u_j)
+//   S   = g_last S0 + sum_j (g_last/g_j) k_j u_j^T
+// which is the recurrence unrolled: its state products become matrix
+// products, the state read three times per chunk instead of twice per token.
+void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, const float* k, const float* v,
+                      int64_t stride, const float* beta, const float* decay, int64_t gate_stride, float scale,
+                      float* out, int64_t out_stride) {
+  const DF d;
+  const auto Kd = static_cast<size_t>(k_dim), V = static_cast<size_t>(v_dim);
+  const size_t L = hn::Lanes(d);
+  constexpr int C = kDeltaChunk;
+  thread_local std::vector<float> qc, kc, kt, w, u, qs, g, lg;
+  qc.resize(C * Kd);
+  kc.resize(C * Kd);
+  kt.resize(Kd * C);
+  w.resize(C * V);
+  u.resize(C * V);
+  qs.resize(C * V);
+  g.resize(C * C);
+  lg.resize(C);
+  for (int c0 = 0; c0 < n; c0 += C) {
+    const int m = std::min(C, n - c0);
+    const auto um = static_cast<size_t>(m);
+    float cum = 0.0f;
+    for (size_t i = 0; i < um; ++i) {
+      const int64_t t = c0 + static_cast<int64_t>(i);
+      const float* qr = q + t * stride;
+      const float* kr = k + t * stride;
+      const float qn = InverseL2(qr, k_dim), kn = InverseL2(kr, k_dim);
+      for (size_t r = 0; r < Kd; ++r) {
+        qc[i * Kd + r] = qr[r] * qn;
+        kc[i * Kd + r] = kr[r] * kn;
+        kt[r * C + i] = kc[i * Kd + r];
+      }
+      cum += std::log(std::max(decay[t * gate_stride], 1e-30f));
+      lg[i] = cum;
+    }
+    // w = K S0, qs = Q S0 (the chunk's view of the state it starts from).
+    SmallGemm(m, v_dim, k_dim, kc.data(), Kd, S, V, w.data(), V, false);
+    SmallGemm(m, v_dim, k_dim, qc.data(), Kd, S, V, qs.data(), V, false);
+    // u, row by row: r_i = beta_i (v_i - g_i w_i) less the earlier rows.
+    SmallGemm(m, m, k_dim, kc.data(), Kd, kt.data(), C, g.data(), C, false);  // k_i . k_j
+    for (size_t i = 0; i < um; ++i) {
+      const int64_t t = c0 + static_cast<int64_t>(i);
+      const float b = beta[t * gate_stride], gi = std::exp(lg[i]);
+      const float* vr = v + t * stride;
+      float* ui = &u[i * V];
+      const auto vb = hn::Set(d, b), vg = hn::Set(d, gi);
+      size_t j = 0;
+      for (; j + L <= V; j += L) {
+        hn::StoreU(hn::Mul(vb, hn::NegMulAdd(vg, hn::LoadU(d, &w[i * V + j]), hn::LoadU(d, vr + j))), d, ui + j);
+      }
+      for (; j < V; ++j) ui[j] = b * (vr[j] - gi * w[i * V + j]);
+      for (size_t p = 0; p < i; ++p) {
+        const float av = b * std::exp(lg[i] - lg[p]) * g[i * C + p];
+        const auto a = hn::Set(d, av);
+        const float* up = &u[p * V];
+        size_t jj = 0;
+        for (; jj + L <= V; jj += L) hn::StoreU(hn::NegMulAdd(a, hn::LoadU(d, up + jj), hn::LoadU(d, ui + jj)), d, ui + jj);
+        for (; jj < V; ++jj) ui[jj] -= av * up[jj];
+      }
+    }
+    // o = scale (g qs + P u), P_ij = (g_i/g_j)(q_i.k_j) for j <= i.
+    SmallGemm(m, m, k_dim, qc.data(), Kd, kt.data(), C, g.data(), C, false);  // q_i . k_j
+    for (size_t i = 0; i < um; ++i) {
+      for (size_t p = 0; p < um; ++p) g[i * C + p] = p <= i ? std::exp(lg[i] - lg[p]) * g[i * C + p] : 0.0f;
+      const float gi = std::exp(lg[i]);
+      for (size_t j = 0; j < V; ++j) qs[i * V + j] *= gi;
+    }
+    SmallGemm(m, v_dim, m, g.data(), C, u.data(), V, qs.data(), V, true);
+    for (size_t i = 0; i < um; ++i) {
+      float* o = out + (c0 + static_cast<int64_t>(i)) * out_stride;
+      for (size_t j = 0; j < V; ++j) o[j] = qs[i * V + j] * scale;
+    }
+    // S = g_last S0 + sum_j (g_last / g_j) k_j u_j^T.
+    const float glast = std::exp(lg[um - 1]);
+    for (size_t r = 0; r < Kd; ++r) {
+      for (size_t i = 0; i < um; ++i) kt[r * C + i] *= std::exp(lg[um - 1] - lg[i]);
+    }
+    for (size_t x = 0; x < Kd * V; ++x) S[x] *= glast;
+    SmallGemm(k_dim, v_dim, m, kt.data(), C, u.data(), V, S, V, true);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace ork::cpu
 HWY_AFTER_NAMESPACE();
@@ -157,6 +310,7 @@ namespace ork::cpu {
 HWY_EXPORT(ShortConv);
 HWY_EXPORT(ConvSilu);
 HWY_EXPORT(DeltaRule);
+HWY_EXPORT(DeltaRuleChunked);
 
 void conv_silu(const float* x, int n, int width, const float* w, int taps, const float* history, float* out) {
   HWY_DYNAMIC_DISPATCH(ConvSilu)(x, n, width, w, taps, history, out);
@@ -166,6 +320,13 @@ void delta_rule(float* S, int k_dim, int v_dim, int n, const float* q, const flo
                 const float* beta, const float* decay, int64_t gate_stride, float scale, float* out,
                 int64_t out_stride) {
   HWY_DYNAMIC_DISPATCH(DeltaRule)(S, k_dim, v_dim, n, q, k, v, stride, beta, decay, gate_stride, scale, out, out_stride);
+}
+
+void delta_rule_chunked(float* S, int k_dim, int v_dim, int n, const float* q, const float* k, const float* v,
+                        int64_t stride, const float* beta, const float* decay, int64_t gate_stride, float scale,
+                        float* out, int64_t out_stride) {
+  HWY_DYNAMIC_DISPATCH(DeltaRuleChunked)(S, k_dim, v_dim, n, q, k, v, stride, beta, decay, gate_stride, scale, out,
+                                         out_stride);
 }
 
 void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history, float* u,
