@@ -418,8 +418,9 @@ namespace ork {
 namespace {
 
 // The targets this run covers, in the log: on x86-64 the best of AVX-512 /
-// AVX2 and at least SSSE3 and scalar besides; on aarch64 NEON (the baseline
-// there, so Highway compiles no scalar fallback).
+// AVX2 and at least SSSE3 and scalar besides (AVX2 and scalar alone in the
+// sanitizer and fuzz builds, ORK_AVX2_KERNELS_ONLY); on aarch64 NEON (the
+// baseline there, so Highway compiles no scalar fallback).
 TEST(Targets, TheExpectedOnesAreCompiledAndRunnable) {
   std::string names;
   for (int t = 0; t < cpu::compiled_target_count(); ++t) names += std::string(cpu::target_name(t)) + " ";
@@ -428,6 +429,9 @@ TEST(Targets, TheExpectedOnesAreCompiledAndRunnable) {
   EXPECT_NE(names.find("NEON"), std::string::npos) << names;
   // Where the CPU has the dot product, its kernels are tested beside plain NEON.
   EXPECT_EQ(names.find("NEON_DOTPROD") != std::string::npos, (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0) << names;
+#elif defined(ORK_AVX2_KERNELS_ONLY)
+  EXPECT_EQ(cpu::compiled_target_count(), 2) << names;
+  EXPECT_NE(names.find("AVX2"), std::string::npos) << names;
 #else
   EXPECT_GE(cpu::compiled_target_count(), 3) << names;
   EXPECT_NE(names.find("SSSE3"), std::string::npos) << names;
