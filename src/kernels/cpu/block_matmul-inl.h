@@ -252,6 +252,10 @@ struct BlockActs {
   // each token's activation scales of a step's two groups, one per half of
   // a float vector ([token][step][lanes]), made once for every row.
   const float* step_scales = nullptr;
+  // The offset kinds on x86 (Block32Codes::kOffsetLater): each token's
+  // kOffset times the activations under each int32 lane of each step
+  // ([token][step][lanes]).
+  const int32_t* step_offsets = nullptr;
 };
 
 // The R rows a block kind's tile reads (rows r0 + r * stride): their two
@@ -401,6 +405,17 @@ struct Block32Codes {
   using Base = Codes<kBase>;
   static constexpr int64_t kHeader = kMins ? 4 : 2;
   static constexpr int kOffset = K == CodeKind::kQ40 ? 8 : K == CodeKind::kQ50 ? 16 : 0;
+  // x86's byte multiply (maddubs) takes one operand unsigned: there the
+  // offset kinds' codes stay unsigned and the offset comes off each int32
+  // lane as kOffset times the activations the lane covers (StepOffsets,
+  // made once per token), instead of two sign fixes per code vector per
+  // token. Elsewhere the codes are made signed as they load. The same
+  // integers either way.
+  static constexpr bool kOffsetLater = kOffset > 0 && (ORK_X86_256 || ORK_X86_128);
+  // Nibble and 5-bit codes: a step's two pair sums add in int16 before they
+  // widen (2 * 2 * 31 * 127 < 2^15); q80's and iq4nl's codes are too wide.
+  static constexpr bool kAdd16 =
+      K == CodeKind::kQ40 || K == CodeKind::kQ41 || K == CodeKind::kQ50 || K == CodeKind::kQ51;
 
   // The step's codes as int8 (signed kinds) or unsigned (q41, q51).
   static HWY_INLINE void LoadStep(const uint8_t* row0, const uint8_t* row1, int64_t g, VI8& c0, VI8& c1) {
@@ -411,7 +426,7 @@ struct Block32Codes {
       const auto table = hn::LoadDup128(DU8(), reinterpret_cast<const uint8_t*>(kIq4nlTable));
       c0 = hn::BitCast(di, hn::TableLookupBytes(table, b0));
       c1 = hn::BitCast(di, hn::TableLookupBytes(table, b1));
-    } else if constexpr (kOffset > 0) {
+    } else if constexpr (kOffset > 0 && !kOffsetLater) {
       c0 = hn::Sub(hn::BitCast(di, b0), hn::Set(di, kOffset));
       c1 = hn::Sub(hn::BitCast(di, b1), hn::Set(di, kOffset));
     } else {
@@ -421,7 +436,7 @@ struct Block32Codes {
   }
 
   static HWY_INLINE VI16 Pairs(VI8 c, VI8 a) {
-    if constexpr (kMins) {
+    if constexpr (kMins || kOffsetLater) {
       return PairsUnsigned(hn::BitCast(DU8(), c), a);
     } else {
       return PairsSigned(c, a);
@@ -481,7 +496,7 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
     // each token's precomputed pair (the same products, in vectors).
     hn::Vec<decltype(df)> wv[R];
     if constexpr (kStepGroups == 2 && !C::kWeightOrder) {
-      if (a.step_scales != nullptr) {
+      if (C::kAdd16 || a.step_scales != nullptr) {
         const hn::Half<decltype(df)> dh;
         for (int r = 0; r < R; ++r) {
           wv[r] = hn::Combine(df, hn::Set(dh, HeaderF16(hd[r] + (g + 1) * C::kHeader)),
@@ -492,7 +507,21 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
     const int8_t* p = panel + st * T * kStepBytes;
     for (int t = 0; t < T; ++t) {
       const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
+      VI32 off = hn::Zero(d32);
+      if constexpr (C::kOffsetLater) off = hn::LoadU(d32, a.step_offsets + ((t0 + t) * steps + st) * hn::Lanes(d32));
       for (int r = 0; r < R; ++r) {
+        if constexpr (C::kAdd16) {
+          // The step's int32 lanes at once: both pair sums, widened once, less the offset.
+          const VI32 v = hn::Sub(WidenAdd(hn::Add(C::Pairs(c0[r], av0), C::Pairs(c1[r], av1)), hn::Zero(d32)), off);
+          if constexpr (kStepGroups == 1) {
+            facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v), hn::Set(df, scale_of(r, t, g)), facc[r][t]);
+          } else {  // step_scales are always made for these kinds
+            const auto sv = hn::Mul(wv[r], hn::LoadU(df, a.step_scales + ((t0 + t) * steps + st) * hn::Lanes(df)));
+            facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v), sv, facc[r][t]);
+          }
+          for (int i = 0; i < kStepGroups; ++i) add_mins(r, t, g + i);
+          continue;
+        }
         const VI32 v0 = WidenAdd(C::Pairs(c0[r], av0), hn::Zero(d32));
         const VI32 v1 = WidenAdd(C::Pairs(c1[r], av1), hn::Zero(d32));
         if constexpr (kStepGroups == 1) {
@@ -537,7 +566,11 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
         for (int t = 0; t < T; ++t) {
           const VI8 av = hn::LoadU(di, panel + steps * T * kStepBytes + t * 32);
           const auto dv = hn::Set(df, scale_of(r, t, g));
-          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, WidenAdd(C::Pairs(c, av), hn::Zero(d32))), dv, facc[r][t]);
+          VI32 v = WidenAdd(C::Pairs(c, av), hn::Zero(d32));
+          if constexpr (C::kOffsetLater) {
+            v = hn::Sub(v, WidenAdd(PairsUnsigned(hn::Set(DU8(), static_cast<uint8_t>(C::kOffset)), av), hn::Zero(d32)));
+          }
+          facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v), dv, facc[r][t]);
           add_mins(r, t, g);
         }
       }
@@ -576,6 +609,29 @@ void GroupActs(const int8_t* codes, const float* scales, int n, int64_t k, int64
       for (size_t j = 0; j < 32; j += hn::Lanes(d8)) acc = hn::Add(acc, hn::PromoteTo(d16, hn::LoadU(d8, q + g * 32 + j)));
       const float s = scales[t * nb + g * 32 / block];
       out[static_cast<size_t>(t * groups + g)] = s * static_cast<float>(hn::GetLane(hn::SumOfLanes(d16, acc)));
+    }
+  }
+}
+
+// BlockActs::step_offsets of n tokens' codes: each step laid out as the
+// panel lays it (PanelActs in nibble order) and its lanes summed as the
+// tile sums codes times activations, with kOffset for every code.
+template <int kOffset>
+void StepOffsets(const int8_t* codes, int n, int64_t k, std::vector<int32_t>& out) {
+  const DI8 di;
+  const DI32 d32;
+  const int64_t steps = k / 32 / kStepGroups;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(d32));
+  out.resize(static_cast<size_t>(n * steps * lanes));
+  thread_local std::vector<int8_t> one;
+  one.resize(static_cast<size_t>(k) + kStepBytes);
+  const VU8 offset = hn::Set(DU8(), static_cast<uint8_t>(kOffset));
+  for (int t = 0; t < n; ++t) {
+    PanelActs<true>(codes + t * k, 1, k, one.data());
+    for (int64_t st = 0; st < steps; ++st) {
+      const int8_t* p = one.data() + st * kStepBytes;
+      const VI16 sums = hn::Add(PairsUnsigned(offset, hn::LoadU(di, p)), PairsUnsigned(offset, hn::LoadU(di, p + kL)));
+      hn::StoreU(WidenAdd(sums, hn::Zero(d32)), d32, out.data() + (t * steps + st) * lanes);
     }
   }
 }
@@ -622,7 +678,9 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
   BlockActs acts{scales.data(), group_acts.data(), sub_sums.data(), nb};
   thread_local std::vector<float> step_scales;
   if constexpr (kBlock32<K> && !Block32Codes<K>::kWeightOrder && kStepGroups == 2) {
-    if (in.n > 1 && block == 32) {
+    // Always for the kinds that add in int16 (their tile reads them even for
+    // one token); for iq4nl where a batch shares them.
+    if ((in.n > 1 || Block32Codes<K>::kAdd16) && block == 32) {
       // [token][step][lane]: group 2 st in the low half, 2 st + 1 in the high.
       const hn::ScalableTag<float> df;
       const size_t lanes = hn::Lanes(df), steps = static_cast<size_t>(in.k / 64);
@@ -637,6 +695,11 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
       }
       acts.step_scales = step_scales.data();
     }
+  }
+  thread_local std::vector<int32_t> step_offsets;
+  if constexpr (kBlock32<K> && Block32Codes<K>::kOffsetLater) {
+    StepOffsets<Block32Codes<K>::kOffset>(q, in.n, in.k, step_offsets);
+    acts.step_offsets = step_offsets.data();
   }
   QuantActs a = in;  // the codes the tiles read
   a.q = q;
