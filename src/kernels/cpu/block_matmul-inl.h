@@ -444,7 +444,9 @@ struct Block32Codes {
   }
 };
 
-template <CodeKind K, int R, int T, bool kFar = false>
+// kDot (ARM with the dot product): each int32 lane's four products summed
+// by sdot, the same integers as the pair sums widened.
+template <CodeKind K, int R, int T, bool kFar = false, bool kDot = false>
 HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
                               float* y, int64_t ldy, int64_t stride = 1) {
   if constexpr (!kFar) stride = 1;
@@ -477,6 +479,21 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
       const int64_t at = (t0 + t) * a.blocks + g;
       mins[r][t] += HeaderF16(hd[r] + g * C::kHeader + 2) * a.group_acts[at];
     }
+  };
+  // Each int32 lane's products of one code vector against its activations.
+  auto lanes = [&](VI8 c, VI8 av) HWY_ATTR {
+#if ORK_ARM_DOT
+    if constexpr (kDot) return DotAdd(c, av, hn::Zero(d32));
+#endif
+    return WidenAdd(C::Pairs(c, av), hn::Zero(d32));
+  };
+  // Both of a step's code vectors at once (the kAdd16 kinds: the pair sums
+  // added in int16, widened once).
+  auto step_lanes = [&](VI8 c0v, VI8 a0, VI8 c1v, VI8 a1) HWY_ATTR {
+#if ORK_ARM_DOT
+    if constexpr (kDot) return DotAdd(c1v, a1, DotAdd(c0v, a0, hn::Zero(d32)));
+#endif
+    return WidenAdd(hn::Add(C::Pairs(c0v, a0), C::Pairs(c1v, a1)), hn::Zero(d32));
   };
   const int64_t groups = w.k / 32, steps = groups / kStepGroups;
   for (int64_t st = 0; st < steps; ++st) {
@@ -512,7 +529,7 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
       for (int r = 0; r < R; ++r) {
         if constexpr (C::kAdd16) {
           // The step's int32 lanes at once: both pair sums, widened once, less the offset.
-          const VI32 v = hn::Sub(WidenAdd(hn::Add(C::Pairs(c0[r], av0), C::Pairs(c1[r], av1)), hn::Zero(d32)), off);
+          const VI32 v = hn::Sub(step_lanes(c0[r], av0, c1[r], av1), off);
           if constexpr (kStepGroups == 1) {
             facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v), hn::Set(df, scale_of(r, t, g)), facc[r][t]);
           } else {  // step_scales are always made for these kinds
@@ -522,8 +539,7 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
           for (int i = 0; i < kStepGroups; ++i) add_mins(r, t, g + i);
           continue;
         }
-        const VI32 v0 = WidenAdd(C::Pairs(c0[r], av0), hn::Zero(d32));
-        const VI32 v1 = WidenAdd(C::Pairs(c1[r], av1), hn::Zero(d32));
+        const VI32 v0 = lanes(c0[r], av0), v1 = lanes(c1[r], av1);
         if constexpr (kStepGroups == 1) {
           facc[r][t] = hn::MulAdd(hn::ConvertTo(df, hn::Add(v0, v1)), hn::Set(df, scale_of(r, t, g)), facc[r][t]);
         } else if constexpr (C::kWeightOrder) {
@@ -566,7 +582,7 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
         for (int t = 0; t < T; ++t) {
           const VI8 av = hn::LoadU(di, panel + steps * T * kStepBytes + t * 32);
           const auto dv = hn::Set(df, scale_of(r, t, g));
-          VI32 v = WidenAdd(C::Pairs(c, av), hn::Zero(d32));
+          VI32 v = lanes(c, av);
           if constexpr (C::kOffsetLater) {
             v = hn::Sub(v, WidenAdd(PairsUnsigned(hn::Set(DU8(), static_cast<uint8_t>(C::kOffset)), av), hn::Zero(d32)));
           }
@@ -585,11 +601,11 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
 }
 
 // One tile of a block kind.
-template <CodeKind K, int R, int T, bool kFar = false>
+template <CodeKind K, int R, int T, bool kFar = false, bool kDot = false>
 HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
                              int64_t ldy, int64_t stride = 1) {
   if constexpr (kBlock32<K>) {
-    Block32Tile<K, R, T, kFar>(w, a, panel, r0, t0, y, ldy, stride);
+    Block32Tile<K, R, T, kFar, kDot>(w, a, panel, r0, t0, y, ldy, stride);
   } else {
     BlockTile<K, R, T, kFar>(w, a, panel, r0, t0, y, ldy, stride);
   }
@@ -652,7 +668,7 @@ void SubSums(const int8_t* codes, int n, int64_t k, std::vector<int16_t>& out) {
 // thread; batches go in chunks of tokens kept in L2, tiles of 4, 2 and 1
 // tokens over blocks of rows kept in L2 (the block tile keeps twice the
 // accumulators of Tile, so 8 tokens would spill on AVX2).
-template <CodeKind K>
+template <CodeKind K, bool kDot = false>
 void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64_t ldy, int64_t row_begin,
                      int64_t row_end) {
   constexpr bool kNibbleOrder = K != CodeKind::kQ80;
@@ -708,9 +724,9 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
     PanelActs<kNibbleOrder>(a.q, 1, a.k, panel);
     const int64_t half = (row_end - row_begin) / 2;
     for (int64_t r = row_begin; r < row_begin + half; ++r) {
-      AnyBlockTile<K, 2, 1, true>(w, acts, panel, r, 0, y, ldy, half);
+      AnyBlockTile<K, 2, 1, true, kDot>(w, acts, panel, r, 0, y, ldy, half);
     }
-    if ((row_end - row_begin) % 2 == 1) AnyBlockTile<K, 1, 1>(w, acts, panel, row_end - 1, 0, y, ldy);
+    if ((row_end - row_begin) % 2 == 1) AnyBlockTile<K, 1, 1, false, kDot>(w, acts, panel, row_end - 1, 0, y, ldy);
     return;
   }
   const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / a.k / 4 * 4, 4, 256));
@@ -730,13 +746,13 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
         const int8_t* panel = panels + (t - c0) * a.k;
         switch (tile_size(t)) {
           case 4:
-            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 4>(w, acts, panel, r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 4, false, kDot>(w, acts, panel, r, t, y, ldy);
             break;
           case 2:
-            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 2>(w, acts, panel, r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 2, false, kDot>(w, acts, panel, r, t, y, ldy);
             break;
           default:
-            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 1>(w, acts, panel, r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 1, false, kDot>(w, acts, panel, r, t, y, ldy);
         }
       }
     }
