@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The hybrid fixtures (testdata/hybrid: lfm2, lfm2moe; random weights)
-# quantized by llama.cpp, run by ork (converted on load) and by llama.cpp,
+# The hybrid fixtures (testdata/hybrid: lfm2, lfm2moe, qwen35, qwen35moe;
+# random weights) quantized by llama.cpp (ik_llama.cpp for the Qwen3.5
+# pair, which mainline cannot run), run by ork (converted on load) and by it,
 # each scored against its own run of the F32 model: KLD, same top-1 and
 # PPL side by side. Random weights make these models far more sensitive to
 # quantization than trained ones (Q4_0 KLD above 1): the figures check that
 # ork reads each file as llama.cpp does, not what the types are worth.
 # docs/QUALITY.md section 7.
 #
-# Usage: bench/quality_hybrid.sh [ORK] [OUT_DIR]
+# Usage: [MODELS="lfm2 qwen35"] bench/quality_hybrid.sh [ORK] [OUT_DIR]
 set -euo pipefail
 ORK=${1:-build/release/ork}
 OUT=${2:-/tmp/ork-quality-hybrid}
@@ -17,15 +18,16 @@ mkdir -p "$OUT"
 TEXT=$OUT/text.txt
 head -c 60000 "$TD/fixtures/quality/wiki-200k.ts656k-filtered.txt" > "$TEXT"  # the fixtures' vocabulary is tinystories'
 echo "text: first 60000 bytes of fixtures/quality/wiki-200k.ts656k-filtered.txt, -c 128"
-echo "| model | type | llama.cpp KLD | ork KLD | llama.cpp same top-1 % | ork same top-1 % | ork PPL / F32 PPL |"
-echo "|---|---|---|---|---|---|---|"
-for m in lfm2 lfm2moe; do
+echo "| model | type | peer | peer KLD | ork KLD | peer same top-1 % | ork same top-1 % | ork PPL / F32 PPL |"
+echo "|---|---|---|---|---|---|---|---|"
+for m in ${MODELS:-lfm2 lfm2moe qwen35 qwen35moe}; do
   F32=$TD/hybrid/$m-f32.gguf
-  "$PEERS/bin/llama-perplexity" -m "$F32" -f "$TEXT" -c 128 -t 2 --kl-divergence-base "$OUT/$m.kl" > "$OUT/$m.base.log" 2>&1
+  case $m in qwen35*) peer=ik-llama ;; *) peer=llama ;; esac
+  "$PEERS/bin/$peer-perplexity" -m "$F32" -f "$TEXT" -c 128 -t 2 --kl-divergence-base "$OUT/$m.kl" > "$OUT/$m.base.log" 2>&1
   for t in Q8_0 Q6_K Q4_K_M Q4_0; do
     Q=$OUT/$m-$t.gguf
-    [ -f "$Q" ] || "$PEERS/bin/llama-quantize" "$F32" "$Q" "$t" 2 > /dev/null 2>&1
-    "$PEERS/bin/llama-perplexity" -m "$Q" -c 128 -t 2 --kl-divergence-base "$OUT/$m.kl" --kl-divergence \
+    [ -f "$Q" ] || "$PEERS/bin/$peer-quantize" "$F32" "$Q" "$t" 2 > /dev/null 2>&1
+    "$PEERS/bin/$peer-perplexity" -m "$Q" -c 128 -t 2 --kl-divergence-base "$OUT/$m.kl" --kl-divergence \
       > "$OUT/$m-$t.llama.log" 2>&1
     lk=$(grep -a '^Mean    KLD:' "$OUT/$m-$t.llama.log" | awk '{print $3}')
     lt=$(grep -a '^Same top p:' "$OUT/$m-$t.llama.log" | awk '{print $4}')
@@ -34,6 +36,6 @@ for m in lfm2 lfm2moe; do
     ot=$(awk '/^Same top-1/{print $3}' "$OUT/$m-$t.ork.log")
     op=$(awk '/^PPL  /{print $2}' "$OUT/$m-$t.ork.log")
     ob=$(awk '/^PPL \(base\)/{print $3}' "$OUT/$m-$t.ork.log")
-    printf "| %s | %s | %s | %s | %s | %s | %s / %s |\n" "$m" "$t" "$lk" "$ok" "$lt" "$ot" "$op" "$ob"
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s / %s |\n" "$m" "$t" "$peer.cpp" "$lk" "$ok" "$lt" "$ot" "$op" "$ob"
   done
 done
