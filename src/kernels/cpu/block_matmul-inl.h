@@ -173,6 +173,17 @@ struct BlockCodes {
     }
   }
 
+  // The codes as the signed bytes they stand for (iq4xs through its
+  // codebook; the rest are small and unsigned), for the dot product.
+  static HWY_INLINE VI8 Signed(VU8 c) {
+    if constexpr (K == CodeKind::kIq4xs) {
+      const auto table = hn::LoadDup128(DU8(), reinterpret_cast<const uint8_t*>(kIq4nlTable));
+      return hn::BitCast(DI8(), hn::TableLookupBytes(table, c));
+    } else {
+      return hn::BitCast(DI8(), c);
+    }
+  }
+
   // Pair sums of the step's two code vectors against their activations.
   static HWY_INLINE void Pairs(VU8 c, VI8 a, VI16& p) {
     if constexpr (kMins || kSubMins) {
@@ -277,7 +288,10 @@ struct BlockRows {
   }
 };
 
-template <CodeKind K, int R, int T, bool kFar = false>
+// kDot (ARM with the dot product): each int32 lane's four products summed
+// by sdot and multiplied by its sub-block's scale, the same integers as the
+// pair sums scaled in pairs (a lane's four bytes share one sub-block).
+template <CodeKind K, int R, int T, bool kFar = false, bool kDot = false>
 HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
                             float* y, int64_t ldy, int64_t stride = 1) {
   if constexpr (!kFar) stride = 1;
@@ -334,6 +348,22 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
       for (int t = 0; t < T; ++t) {
         const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
         for (int r = 0; r < R; ++r) {
+#if ORK_ARM_DOT
+          if constexpr (kDot) {
+            // A scale vector's two int16 halves of each lane are equal: the high one, widened.
+            const auto w0 = hn::ShiftRight<16>(hn::BitCast(d32, s0[r]));
+            if constexpr (C::kMins) {
+              const VI32 v = DotAdd(C::Signed(c1[r]), av1, DotAdd(C::Signed(c0[r]), av0, hn::Zero(d32)));
+              acc[r][t] = hn::Add(acc[r][t], hn::Mul(v, w0));
+            } else {
+              const auto w1 = hn::ShiftRight<16>(hn::BitCast(d32, s1[r]));
+              const VI32 v0 = DotAdd(C::Signed(c0[r]), av0, hn::Zero(d32));
+              const VI32 v1 = DotAdd(C::Signed(c1[r]), av1, hn::Zero(d32));
+              acc[r][t] = hn::Add(acc[r][t], hn::Add(hn::Mul(v0, w0), hn::Mul(v1, w1)));
+            }
+            continue;
+          }
+#endif
           VI16 q0, q1;
           C::Pairs(c0[r], av0, q0);
           C::Pairs(c1[r], av1, q1);
@@ -607,7 +637,7 @@ HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const in
   if constexpr (kBlock32<K>) {
     Block32Tile<K, R, T, kFar, kDot>(w, a, panel, r0, t0, y, ldy, stride);
   } else {
-    BlockTile<K, R, T, kFar>(w, a, panel, r0, t0, y, ldy, stride);
+    BlockTile<K, R, T, kFar, kDot>(w, a, panel, r0, t0, y, ldy, stride);
   }
 }
 

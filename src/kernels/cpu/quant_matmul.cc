@@ -691,18 +691,18 @@ void MatmulAnyKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
     case CodeKind::kI6: return MatmulKind<CodeKind::kI6, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kI8: return MatmulKind<CodeKind::kI8, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kI8s: return MatmulKind<CodeKind::kI8s, kDot>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kQ4k: return MatmulBlockKind<CodeKind::kQ4k>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kQ6k: return MatmulBlockKind<CodeKind::kQ6k>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kQ5k: return MatmulBlockKind<CodeKind::kQ5k>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ4k: return MatmulBlockKind<CodeKind::kQ4k, kDot>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ6k: return MatmulBlockKind<CodeKind::kQ6k, kDot>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ5k: return MatmulBlockKind<CodeKind::kQ5k, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ80: return MatmulBlockKind<CodeKind::kQ80, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ40: return MatmulBlockKind<CodeKind::kQ40, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ41: return MatmulBlockKind<CodeKind::kQ41, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ50: return MatmulBlockKind<CodeKind::kQ50, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ51: return MatmulBlockKind<CodeKind::kQ51, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kIq4nl: return MatmulBlockKind<CodeKind::kIq4nl, kDot>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kIq4xs: return MatmulBlockKind<CodeKind::kIq4xs>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kQ3k: return MatmulBlockKind<CodeKind::kQ3k>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kQ2k: return MatmulBlockKind<CodeKind::kQ2k>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kIq4xs: return MatmulBlockKind<CodeKind::kIq4xs, kDot>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ3k: return MatmulBlockKind<CodeKind::kQ3k, kDot>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kQ2k: return MatmulBlockKind<CodeKind::kQ2k, kDot>(w, a, y, ldy, row_begin, row_end);
   }
 }
 
