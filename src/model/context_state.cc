@@ -166,6 +166,7 @@ Result<std::vector<int32_t>> Context::load_state(const std::string& path) {
     return error(StatusCode::kCorrupt, "{}: bytes after the last layer's cache", path);
   }
   n_past_ = static_cast<int>(h.n_past);
+  delta_mark_pos_ = -1;  // a mark is of the sequence before
   conv_lowest_ = std::max(0, n_past_ - static_cast<int>(conv_rows));
   return tokens;
 }

@@ -41,6 +41,11 @@ void Context::set_fast_kernels(bool on) {
 void Context::advance(int n) {
   n_past_ += n;
   conv_lowest_ = std::max(conv_lowest_, n_past_ - static_cast<int>(conv_window(c_)));
+  if (c_.has_delta_layers() && n > 1) {  // a prompt's batch: the state to come back to (truncate)
+    delta_mark_state_ = delta_state_;
+    delta_mark_conv_ = delta_conv_;
+    delta_mark_pos_ = n_past_;
+  }
 }
 
 int Context::truncate(int pos) {
@@ -48,7 +53,18 @@ int Context::truncate(int pos) {
   if (c_.n_conv_layers > 0 && pos > 0 && pos - (c_.conv_kernel - 1) < conv_lowest_) {
     pos = 0;  // the inputs the convolutions need there are gone
   }
-  if (c_.has_delta_layers() && pos < n_past_) pos = 0;  // a DeltaNet's state holds every position
+  if (c_.has_delta_layers() && pos < n_past_) {
+    // A DeltaNet's state holds every position: back to the last mark, if
+    // it is at or before pos (and still this sequence's), else to 0.
+    if (delta_mark_pos_ > 0 && delta_mark_pos_ <= pos) {
+      delta_state_ = delta_mark_state_;
+      delta_conv_ = delta_mark_conv_;
+      pos = delta_mark_pos_;
+    } else {
+      pos = 0;
+    }
+  }
+  if (pos < delta_mark_pos_) delta_mark_pos_ = -1;  // what comes next is another sequence's
   if (pos == 0) conv_lowest_ = 0;
   n_past_ = pos;
   return pos;
@@ -300,11 +316,11 @@ uint64_t Context::memory_bytes(const ModelConfig& c, int n_ctx, int n_batch, boo
   const uint64_t conv = 4ull * static_cast<uint64_t>(c.n_conv_layers) * static_cast<uint64_t>(conv_window(c)) *
                         static_cast<uint64_t>(c.n_embd);
   const uint64_t conv_per_token = c.n_conv_layers > 0 ? 5ull * c.n_embd : 0;
-  // DeltaNets: each layer's state and convolution inputs; the batch's
-  // projections, gates and outputs.
+  // DeltaNets: each layer's state and convolution inputs, twice (the copy
+  // truncate goes back to); the batch's projections, gates and outputs.
   const auto qkv = static_cast<uint64_t>(c.ssm_qkv_dim()), inner = static_cast<uint64_t>(c.ssm_inner());
   const uint64_t delta = c.has_delta_layers()
-                             ? 4ull * static_cast<uint64_t>(c.n_delta_layers) *
+                             ? 2ull * 4ull * static_cast<uint64_t>(c.n_delta_layers) *
                                    (static_cast<uint64_t>(c.ssm_v_heads) * c.ssm_k_dim * c.ssm_v_dim +
                                     static_cast<uint64_t>(c.ssm_conv_kernel - 1) * qkv)
                              : 0;

@@ -156,10 +156,13 @@ class Context {
   Status save_state(const std::string& path, std::span<const int32_t> tokens) const;
   Result<std::vector<int32_t>> load_state(const std::string& path);
   // Forgets the cache from position `pos` on (0 = everything) and returns
-  // the position kept: `pos`, or 0 when a short convolution no longer holds
-  // the inputs it needs at `pos` (it keeps the last conv_window() of them)
-  // or a DeltaNet's state would have to be rewound (it cannot), so that the
-  // caller evaluates from there.
+  // the position kept: `pos`, or less when the recurrent state cannot be
+  // had there - 0 when a short convolution no longer holds the inputs it
+  // needs at `pos` (it keeps the last conv_window() of them); for a DeltaNet,
+  // whose state cannot be rewound, the end of the last batch of two or more
+  // tokens if that is at or before `pos` (its state is kept from then: a
+  // chat's prompt, so the next turn re-evaluates the reply and no more),
+  // else 0. The caller evaluates from there.
   int truncate(int pos);
   // Past inputs each short-convolution layer keeps: its kernel's, and a
   // margin for truncating to a slightly earlier position (a re-rendered
@@ -223,6 +226,10 @@ class Context {
   // ssm_conv_kernel - 1 inputs of its convolution (zero before position
   // 0), [delta layer][...]; the batch's projections, gates and outputs.
   std::vector<float> delta_state_, delta_conv_;
+  // Their copy at the end of the last batch of two or more tokens, at
+  // position delta_mark_pos_ (-1: none), which truncate can go back to.
+  std::vector<float> delta_mark_state_, delta_mark_conv_;
+  int delta_mark_pos_ = -1;
   std::vector<float> dqkv_, dconv_, dz_, dbeta_, dalpha_, ddecay_, dout_, dhistory_;
   // Gated attention (qwen35): each head's output gate.
   std::vector<float> attn_gate_;

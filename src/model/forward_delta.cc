@@ -7,7 +7,9 @@
 //               the delta rule over the head's state (HostOps::delta_net)
 //   x += ssm_out(rmsnorm(o) * ssm_norm * silu(z))
 // Each sequence's states start at zero at position 0 and go forward only:
-// truncating below n_past starts over (Context::truncate).
+// truncating below n_past goes back to the copy kept at the end of the last
+// batch of two or more tokens when it is at or before the point, else starts
+// over (Context::truncate, Context::advance).
 #include <algorithm>
 #include <cmath>
 

@@ -177,6 +177,42 @@ TEST(Api, HybridSessionsReuseWhatTheirWindowHolds) {
   EXPECT_EQ(c->text, answer_fresh(early).text);
 }
 
+// A DeltaNet model (qwen35): a next turn that keeps the prompt and changes
+// the reply re-evaluates from the prompt's end (the state kept there), not
+// from the start; one that changes the prompt starts over. Both answer as
+// a fresh session does.
+TEST(Api, DeltaNetSessionsGoBackToThePromptsEnd) {
+  ORK_REQUIRE_TESTDATA("hybrid/qwen35-f32.gguf");
+  auto m = load_model(testing::testdata("hybrid/qwen35-f32.gguf"));
+  ASSERT_NE(m, nullptr);
+  auto s = std::move(Session::create(*m, {.n_ctx = 512})).value();
+  GenerateOptions o;
+  o.max_tokens = 8;
+  o.ignore_eos = true;
+  const std::vector<int32_t> first = m->tokenize("Once upon a time there was a cat");
+  ASSERT_TRUE(s->generate(first, *greedy(), o).is_ok());
+  auto answer_fresh = [&](const std::vector<int32_t>& prompt) {
+    auto fresh = std::move(Session::create(*m, {.n_ctx = 512})).value();
+    return std::move(fresh->generate(prompt, *greedy(), o)).value();
+  };
+  // The reply re-rendered two tokens short, then a new turn.
+  std::vector<int32_t> next = s->tokens();
+  next.resize(next.size() - 2);
+  const std::vector<int32_t> added = m->tokenize(" and a dog", false);
+  next.insert(next.end(), added.begin(), added.end());
+  auto b = s->generate(next, *greedy(), o);
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->prompt_evaluated, static_cast<int>(next.size() - first.size()));
+  EXPECT_EQ(b->text, answer_fresh(next).text);
+  // A prompt that differs inside the first one: from the start.
+  std::vector<int32_t> early(first.begin(), first.begin() + 3);
+  for (int32_t t : m->tokenize(" a little girl", false)) early.push_back(t);
+  auto c = s->generate(early, *greedy(), o);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(c->prompt_evaluated, static_cast<int>(early.size()));
+  EXPECT_EQ(c->text, answer_fresh(early).text);
+}
+
 TEST(Api, StopStringsEndGenerationBeforeThemAndAreNeverStreamed) {
   auto m = load_model();
   ASSERT_NE(m, nullptr);
