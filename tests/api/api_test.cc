@@ -140,41 +140,57 @@ TEST(Api, GenerateKeepsTheCachedPrefix) {
 // not a cache): a prompt that shares a prefix with the session reuses it
 // when the window still holds its inputs, starts over when it does not, and
 // either way answers as a fresh session does.
+// A hybrid fixture's session that has answered "Once upon a time there was
+// a cat" with 8 greedy tokens, and what a fresh session answers.
+struct HybridTurns {
+  std::unique_ptr<LoadedModel> m;
+  std::unique_ptr<Session> s;
+  GenerateOptions o;
+  std::vector<int32_t> first;
+
+  explicit HybridTurns(const std::string& fixture) : m(load_model(testing::testdata(fixture))) {
+    if (m == nullptr) return;
+    s = std::move(Session::create(*m, {.n_ctx = 512})).value();
+    o.max_tokens = 8;
+    o.ignore_eos = true;
+    first = m->tokenize("Once upon a time there was a cat");
+    EXPECT_TRUE(s->generate(first, *greedy(), o).is_ok());
+  }
+  GenerateResult fresh(const std::vector<int32_t>& prompt) const {
+    auto f = std::move(Session::create(*m, {.n_ctx = 512})).value();
+    return std::move(f->generate(prompt, *greedy(), o)).value();
+  }
+  // The conversation so far with its last `drop` tokens replaced by `text`.
+  std::vector<int32_t> rerendered(size_t drop, const std::string& text) const {
+    std::vector<int32_t> t = s->tokens();
+    t.resize(t.size() - drop);
+    for (int32_t id : m->tokenize(text, false)) t.push_back(id);
+    return t;
+  }
+};
+
 TEST(Api, HybridSessionsReuseWhatTheirWindowHolds) {
   ORK_REQUIRE_TESTDATA("hybrid/lfm2-f32.gguf");
-  auto m = load_model(testing::testdata("hybrid/lfm2-f32.gguf"));
-  ASSERT_NE(m, nullptr);
-  auto s = std::move(Session::create(*m, {.n_ctx = 512})).value();
-  GenerateOptions o;
-  o.max_tokens = 8;
-  o.ignore_eos = true;
-  const std::vector<int32_t> first = m->tokenize("Once upon a time there was a cat");
-  ASSERT_TRUE(s->generate(first, *greedy(), o).is_ok());
-  auto answer_fresh = [&](const std::vector<int32_t>& prompt) {
-    auto fresh = std::move(Session::create(*m, {.n_ctx = 512})).value();
-    return std::move(fresh->generate(prompt, *greedy(), o)).value();
-  };
+  HybridTurns h("hybrid/lfm2-f32.gguf");
+  ASSERT_NE(h.m, nullptr);
   // Diverging two tokens before the end: within the window, kept.
-  std::vector<int32_t> near = s->tokens();
-  near.resize(near.size() - 2);
-  const std::vector<int32_t> added = m->tokenize(" and a dog", false);
-  near.insert(near.end(), added.begin(), added.end());
-  auto b = s->generate(near, *greedy(), o);
+  const std::vector<int32_t> near = h.rerendered(2, " and a dog");
+  auto b = h.s->generate(near, *greedy(), h.o);
   ASSERT_TRUE(b.is_ok());
-  EXPECT_EQ(b->prompt_evaluated, static_cast<int>(added.size()));
-  EXPECT_EQ(b->text, answer_fresh(near).text);
+  EXPECT_EQ(b->prompt_evaluated, static_cast<int>(h.m->tokenize(" and a dog", false).size()));
+  EXPECT_EQ(b->text, h.fresh(near).text);
   // A long story, then a prompt diverging near its start: starts over.
-  std::vector<int32_t> longer = s->tokens();
+  std::vector<int32_t> longer = h.s->tokens();
   for (int i = 0; i < 12; ++i) {
-    for (int32_t t : m->tokenize(" and then the cat ran to the big tree", false)) longer.push_back(t);
+    for (int32_t t : h.m->tokenize(" and then the cat ran to the big tree", false)) longer.push_back(t);
   }
-  ASSERT_TRUE(s->generate(longer, *greedy(), o).is_ok());
+  ASSERT_TRUE(h.s->generate(longer, *greedy(), h.o).is_ok());
   std::vector<int32_t> early(longer.begin(), longer.begin() + 5);
-  for (int32_t t : m->tokenize(" a little girl", false)) early.push_back(t);
-  auto c = s->generate(early, *greedy(), o);
+  for (int32_t t : h.m->tokenize(" a little girl", false)) early.push_back(t);
+  auto c = h.s->generate(early, *greedy(), h.o);
   ASSERT_TRUE(c.is_ok());
   EXPECT_EQ(c->prompt_evaluated, static_cast<int>(early.size()));
-  EXPECT_EQ(c->text, answer_fresh(early).text);
+  EXPECT_EQ(c->text, h.fresh(early).text);
 }
 
 // A DeltaNet model (qwen35): a next turn that keeps the prompt and changes
@@ -183,34 +199,19 @@ TEST(Api, HybridSessionsReuseWhatTheirWindowHolds) {
 // a fresh session does.
 TEST(Api, DeltaNetSessionsGoBackToThePromptsEnd) {
   ORK_REQUIRE_TESTDATA("hybrid/qwen35-f32.gguf");
-  auto m = load_model(testing::testdata("hybrid/qwen35-f32.gguf"));
-  ASSERT_NE(m, nullptr);
-  auto s = std::move(Session::create(*m, {.n_ctx = 512})).value();
-  GenerateOptions o;
-  o.max_tokens = 8;
-  o.ignore_eos = true;
-  const std::vector<int32_t> first = m->tokenize("Once upon a time there was a cat");
-  ASSERT_TRUE(s->generate(first, *greedy(), o).is_ok());
-  auto answer_fresh = [&](const std::vector<int32_t>& prompt) {
-    auto fresh = std::move(Session::create(*m, {.n_ctx = 512})).value();
-    return std::move(fresh->generate(prompt, *greedy(), o)).value();
-  };
-  // The reply re-rendered two tokens short, then a new turn.
-  std::vector<int32_t> next = s->tokens();
-  next.resize(next.size() - 2);
-  const std::vector<int32_t> added = m->tokenize(" and a dog", false);
-  next.insert(next.end(), added.begin(), added.end());
-  auto b = s->generate(next, *greedy(), o);
+  HybridTurns h("hybrid/qwen35-f32.gguf");
+  ASSERT_NE(h.m, nullptr);
+  const std::vector<int32_t> next = h.rerendered(2, " and a dog");
+  auto b = h.s->generate(next, *greedy(), h.o);
   ASSERT_TRUE(b.is_ok());
-  EXPECT_EQ(b->prompt_evaluated, static_cast<int>(next.size() - first.size()));
-  EXPECT_EQ(b->text, answer_fresh(next).text);
-  // A prompt that differs inside the first one: from the start.
-  std::vector<int32_t> early(first.begin(), first.begin() + 3);
-  for (int32_t t : m->tokenize(" a little girl", false)) early.push_back(t);
-  auto c = s->generate(early, *greedy(), o);
+  EXPECT_EQ(b->prompt_evaluated, static_cast<int>(next.size() - h.first.size()));
+  EXPECT_EQ(b->text, h.fresh(next).text);
+  std::vector<int32_t> early(h.first.begin(), h.first.begin() + 3);
+  for (int32_t t : h.m->tokenize(" a little girl", false)) early.push_back(t);
+  auto c = h.s->generate(early, *greedy(), h.o);
   ASSERT_TRUE(c.is_ok());
   EXPECT_EQ(c->prompt_evaluated, static_cast<int>(early.size()));
-  EXPECT_EQ(c->text, answer_fresh(early).text);
+  EXPECT_EQ(c->text, h.fresh(early).text);
 }
 
 TEST(Api, StopStringsEndGenerationBeforeThemAndAreNeverStreamed) {
