@@ -136,12 +136,9 @@ TEST(Api, GenerateKeepsTheCachedPrefix) {
   EXPECT_EQ(d->text, c->text);
 }
 
-// A hybrid model (lfm2: short convolutions keep a window of past inputs,
-// not a cache): a prompt that shares a prefix with the session reuses it
-// when the window still holds its inputs, starts over when it does not, and
-// either way answers as a fresh session does.
 // A hybrid fixture's session that has answered "Once upon a time there was
-// a cat" with 8 greedy tokens, and what a fresh session answers.
+// a cat" with 8 greedy tokens; its next turns, each checked against what a
+// fresh session answers.
 struct HybridTurns {
   std::unique_ptr<LoadedModel> m;
   std::unique_ptr<Session> s;
@@ -156,41 +153,42 @@ struct HybridTurns {
     first = m->tokenize("Once upon a time there was a cat");
     EXPECT_TRUE(s->generate(first, *greedy(), o).is_ok());
   }
-  GenerateResult fresh(const std::vector<int32_t>& prompt) const {
-    auto f = std::move(Session::create(*m, {.n_ctx = 512})).value();
-    return std::move(f->generate(prompt, *greedy(), o)).value();
-  }
-  // The conversation so far with its last `drop` tokens replaced by `text`.
-  std::vector<int32_t> rerendered(size_t drop, const std::string& text) const {
-    std::vector<int32_t> t = s->tokens();
-    t.resize(t.size() - drop);
+  // `tokens`' first `keep` then `text`.
+  std::vector<int32_t> then(const std::vector<int32_t>& tokens, size_t keep, const std::string& text) const {
+    std::vector<int32_t> t(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(keep));
     for (int32_t id : m->tokenize(text, false)) t.push_back(id);
     return t;
   }
+  // The session answers `prompt` having evaluated `evaluated` of its
+  // tokens, and as a fresh session does.
+  void expect_turn(const std::vector<int32_t>& prompt, size_t evaluated) {
+    auto r = s->generate(prompt, *greedy(), o);
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_EQ(r->prompt_evaluated, static_cast<int>(evaluated));
+    auto f = std::move(Session::create(*m, {.n_ctx = 512})).value();
+    EXPECT_EQ(r->text, std::move(f->generate(prompt, *greedy(), o)).value().text);
+  }
 };
 
+// A hybrid model (lfm2: short convolutions keep a window of past inputs,
+// not a cache): a prompt that shares a prefix with the session reuses it
+// when the window still holds its inputs, starts over when it does not, and
+// either way answers as a fresh session does.
 TEST(Api, HybridSessionsReuseWhatTheirWindowHolds) {
   ORK_REQUIRE_TESTDATA("hybrid/lfm2-f32.gguf");
   HybridTurns h("hybrid/lfm2-f32.gguf");
   ASSERT_NE(h.m, nullptr);
   // Diverging two tokens before the end: within the window, kept.
-  const std::vector<int32_t> near = h.rerendered(2, " and a dog");
-  auto b = h.s->generate(near, *greedy(), h.o);
-  ASSERT_TRUE(b.is_ok());
-  EXPECT_EQ(b->prompt_evaluated, static_cast<int>(h.m->tokenize(" and a dog", false).size()));
-  EXPECT_EQ(b->text, h.fresh(near).text);
+  h.expect_turn(h.then(h.s->tokens(), h.s->tokens().size() - 2, " and a dog"),
+                h.m->tokenize(" and a dog", false).size());
   // A long story, then a prompt diverging near its start: starts over.
   std::vector<int32_t> longer = h.s->tokens();
   for (int i = 0; i < 12; ++i) {
     for (int32_t t : h.m->tokenize(" and then the cat ran to the big tree", false)) longer.push_back(t);
   }
   ASSERT_TRUE(h.s->generate(longer, *greedy(), h.o).is_ok());
-  std::vector<int32_t> early(longer.begin(), longer.begin() + 5);
-  for (int32_t t : h.m->tokenize(" a little girl", false)) early.push_back(t);
-  auto c = h.s->generate(early, *greedy(), h.o);
-  ASSERT_TRUE(c.is_ok());
-  EXPECT_EQ(c->prompt_evaluated, static_cast<int>(early.size()));
-  EXPECT_EQ(c->text, h.fresh(early).text);
+  const std::vector<int32_t> early = h.then(longer, 5, " a little girl");
+  h.expect_turn(early, early.size());
 }
 
 // A DeltaNet model (qwen35): a next turn that keeps the prompt and changes
@@ -201,17 +199,10 @@ TEST(Api, DeltaNetSessionsGoBackToThePromptsEnd) {
   ORK_REQUIRE_TESTDATA("hybrid/qwen35-f32.gguf");
   HybridTurns h("hybrid/qwen35-f32.gguf");
   ASSERT_NE(h.m, nullptr);
-  const std::vector<int32_t> next = h.rerendered(2, " and a dog");
-  auto b = h.s->generate(next, *greedy(), h.o);
-  ASSERT_TRUE(b.is_ok());
-  EXPECT_EQ(b->prompt_evaluated, static_cast<int>(next.size() - h.first.size()));
-  EXPECT_EQ(b->text, h.fresh(next).text);
-  std::vector<int32_t> early(h.first.begin(), h.first.begin() + 3);
-  for (int32_t t : h.m->tokenize(" a little girl", false)) early.push_back(t);
-  auto c = h.s->generate(early, *greedy(), h.o);
-  ASSERT_TRUE(c.is_ok());
-  EXPECT_EQ(c->prompt_evaluated, static_cast<int>(early.size()));
-  EXPECT_EQ(c->text, h.fresh(early).text);
+  const std::vector<int32_t> next = h.then(h.s->tokens(), h.s->tokens().size() - 2, " and a dog");
+  h.expect_turn(next, next.size() - h.first.size());
+  const std::vector<int32_t> early = h.then(h.first, 3, " a little girl");
+  h.expect_turn(early, early.size());
 }
 
 TEST(Api, StopStringsEndGenerationBeforeThemAndAreNeverStreamed) {

@@ -344,22 +344,28 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
         s0[r] = C::StepScales(source[r], st, 0);
         s1[r] = C::kSub32 ? s0[r] : C::StepScales(source[r], st, 1);
       }
+      // The dot product's scales as int32 lanes, once a step: a scale
+      // vector's two int16 halves of each lane are equal, so the high one, widened.
+      VI32 w0[R], w1[R];
+      if constexpr (kDot) {
+        for (int r = 0; r < R; ++r) {
+          w0[r] = hn::ShiftRight<16>(hn::BitCast(d32, s0[r]));
+          w1[r] = hn::ShiftRight<16>(hn::BitCast(d32, s1[r]));
+        }
+      }
       const int8_t* p = panel + at_step * T * kStepBytes;
       for (int t = 0; t < T; ++t) {
         const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
         for (int r = 0; r < R; ++r) {
 #if ORK_ARM_DOT
           if constexpr (kDot) {
-            // A scale vector's two int16 halves of each lane are equal: the high one, widened.
-            const auto w0 = hn::ShiftRight<16>(hn::BitCast(d32, s0[r]));
             if constexpr (C::kMins) {
               const VI32 v = DotAdd(C::Signed(c1[r]), av1, DotAdd(C::Signed(c0[r]), av0, hn::Zero(d32)));
-              acc[r][t] = hn::Add(acc[r][t], hn::Mul(v, w0));
+              acc[r][t] = hn::Add(acc[r][t], hn::Mul(v, w0[r]));
             } else {
-              const auto w1 = hn::ShiftRight<16>(hn::BitCast(d32, s1[r]));
               const VI32 v0 = DotAdd(C::Signed(c0[r]), av0, hn::Zero(d32));
               const VI32 v1 = DotAdd(C::Signed(c1[r]), av1, hn::Zero(d32));
-              acc[r][t] = hn::Add(acc[r][t], hn::Add(hn::Mul(v0, w0), hn::Mul(v1, w1)));
+              acc[r][t] = hn::Add(acc[r][t], hn::Add(hn::Mul(v0, w0[r]), hn::Mul(v1, w1[r])));
             }
             continue;
           }

@@ -155,6 +155,13 @@ HWY_INLINE void SmallGemm(int m, int N, int K, const float* A, size_t lda, const
                           size_t ldc, bool accumulate) {
   const DF d;
   const auto L = static_cast<int>(hn::Lanes(d));
+  auto one = [&](int i, int j) {  // C[i][j] alone (the tails)
+    const float* a = A + static_cast<size_t>(i) * lda;
+    float acc = 0.0f;
+    for (int r = 0; r < K; ++r) acc = std::fma(a[r], B[static_cast<size_t>(r) * ldb + j], acc);
+    float& c = C[static_cast<size_t>(i) * ldc + j];
+    c = accumulate ? c + acc : acc;
+  };
   int i = 0;
   for (; i + 4 <= m; i += 4) {
     const float* a0 = A + static_cast<size_t>(i) * lda;
@@ -193,23 +200,11 @@ HWY_INLINE void SmallGemm(int m, int N, int K, const float* A, size_t lda, const
       put(c0 + 3 * ldc + j + L, s31);
     }
     for (; j < N; ++j) {
-      for (int ii = 0; ii < 4; ++ii) {
-        const float* a = A + static_cast<size_t>(i + ii) * lda;
-        float acc = 0.0f;
-        for (int r = 0; r < K; ++r) acc = std::fma(a[r], B[static_cast<size_t>(r) * ldb + j], acc);
-        float& c = C[static_cast<size_t>(i + ii) * ldc + j];
-        c = accumulate ? c + acc : acc;
-      }
+      for (int ii = 0; ii < 4; ++ii) one(i + ii, j);
     }
   }
   for (; i < m; ++i) {
-    const float* a = A + static_cast<size_t>(i) * lda;
-    for (int j = 0; j < N; ++j) {
-      float acc = 0.0f;
-      for (int r = 0; r < K; ++r) acc = std::fma(a[r], B[static_cast<size_t>(r) * ldb + j], acc);
-      float& c = C[static_cast<size_t>(i) * ldc + j];
-      c = accumulate ? c + acc : acc;
-    }
+    for (int j = 0; j < N; ++j) one(i, j);
   }
 }
 
@@ -227,7 +222,7 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
   const auto Kd = static_cast<size_t>(k_dim), V = static_cast<size_t>(v_dim);
   const size_t L = hn::Lanes(d);
   constexpr int C = kDeltaChunk;
-  thread_local std::vector<float> qc, kc, kt, w, u, qs, g, lg;
+  thread_local std::vector<float> qc, kc, kt, w, u, qs, g, lg, ratio, gam;
   qc.resize(C * Kd);
   kc.resize(C * Kd);
   kt.resize(Kd * C);
@@ -236,6 +231,8 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
   qs.resize(C * V);
   g.resize(C * C);
   lg.resize(C);
+  ratio.resize(C * C);  // [i][j]: g_i / g_j, j <= i
+  gam.resize(C);        // g_i
   for (int c0 = 0; c0 < n; c0 += C) {
     const int m = std::min(C, n - c0);
     const auto um = static_cast<size_t>(m);
@@ -253,6 +250,11 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
       cum += std::log(std::max(decay[t * gate_stride], 1e-30f));
       lg[i] = cum;
     }
+    // The decays, once a chunk: from its start to each token, and between tokens.
+    for (size_t i = 0; i < um; ++i) {
+      gam[i] = std::exp(lg[i]);
+      for (size_t p = 0; p <= i; ++p) ratio[i * C + p] = std::exp(lg[i] - lg[p]);
+    }
     // w = K S0, qs = Q S0 (the chunk's view of the state it starts from).
     SmallGemm(m, v_dim, k_dim, kc.data(), Kd, S, V, w.data(), V, false);
     SmallGemm(m, v_dim, k_dim, qc.data(), Kd, S, V, qs.data(), V, false);
@@ -260,7 +262,7 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
     SmallGemm(m, m, k_dim, kc.data(), Kd, kt.data(), C, g.data(), C, false);  // k_i . k_j
     for (size_t i = 0; i < um; ++i) {
       const int64_t t = c0 + static_cast<int64_t>(i);
-      const float b = beta[t * gate_stride], gi = std::exp(lg[i]);
+      const float b = beta[t * gate_stride], gi = gam[i];
       const float* vr = v + t * stride;
       float* ui = &u[i * V];
       const auto vb = hn::Set(d, b), vg = hn::Set(d, gi);
@@ -270,7 +272,7 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
       }
       for (; j < V; ++j) ui[j] = b * (vr[j] - gi * w[i * V + j]);
       for (size_t p = 0; p < i; ++p) {
-        const float av = b * std::exp(lg[i] - lg[p]) * g[i * C + p];
+        const float av = b * ratio[i * C + p] * g[i * C + p];
         const auto a = hn::Set(d, av);
         const float* up = &u[p * V];
         size_t jj = 0;
@@ -281,9 +283,8 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
     // o = scale (g qs + P u), P_ij = (g_i/g_j)(q_i.k_j) for j <= i.
     SmallGemm(m, m, k_dim, qc.data(), Kd, kt.data(), C, g.data(), C, false);  // q_i . k_j
     for (size_t i = 0; i < um; ++i) {
-      for (size_t p = 0; p < um; ++p) g[i * C + p] = p <= i ? std::exp(lg[i] - lg[p]) * g[i * C + p] : 0.0f;
-      const float gi = std::exp(lg[i]);
-      for (size_t j = 0; j < V; ++j) qs[i * V + j] *= gi;
+      for (size_t p = 0; p < um; ++p) g[i * C + p] = p <= i ? ratio[i * C + p] * g[i * C + p] : 0.0f;
+      for (size_t j = 0; j < V; ++j) qs[i * V + j] *= gam[i];
     }
     SmallGemm(m, v_dim, m, g.data(), C, u.data(), V, qs.data(), V, true);
     for (size_t i = 0; i < um; ++i) {
@@ -291,9 +292,9 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
       for (size_t j = 0; j < V; ++j) o[j] = qs[i * V + j] * scale;
     }
     // S = g_last S0 + sum_j (g_last / g_j) k_j u_j^T.
-    const float glast = std::exp(lg[um - 1]);
+    const float glast = gam[um - 1];
     for (size_t r = 0; r < Kd; ++r) {
-      for (size_t i = 0; i < um; ++i) kt[r * C + i] *= std::exp(lg[um - 1] - lg[i]);
+      for (size_t i = 0; i < um; ++i) kt[r * C + i] *= ratio[(um - 1) * C + i];
     }
     for (size_t x = 0; x < Kd * V; ++x) S[x] *= glast;
     SmallGemm(k_dim, v_dim, m, kt.data(), C, u.data(), V, S, V, true);
