@@ -5,6 +5,7 @@
 // openai_response; the HTTP threads only wait on their jobs.
 #include <httplib.h>
 #include <pthread.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -332,8 +333,19 @@ int serve_main(const ServeOptions& o) {
   httplib::Server svr;
   Server server(o, model, **slots);
   server.install(svr);
+  // Debian's cpp-httplib (a shared library, its backlog compiled in) listens
+  // with room for 5 waiting connections: a burst of more clients at once can
+  // overflow the accept queue and be reset (seen in server.concurrent_clients
+  // under ASan). Its listening socket, kept as it is made, is listened on
+  // again with room for 512 (Linux updates the backlog of a listening socket).
+  int listen_fd = -1;
+  svr.set_socket_options([&listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = sock;
+  });
   const int port = o.port == 0 ? svr.bind_to_any_port(o.host) : (svr.bind_to_port(o.host, o.port) ? o.port : -1);
   if (port < 0) return fail(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", o.host, o.port));
+  if (listen_fd >= 0) ::listen(listen_fd, 512);
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
