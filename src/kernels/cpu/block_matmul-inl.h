@@ -734,7 +734,7 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
     // one token); for iq4nl where a batch shares them.
     if ((in.n > 1 || Block32Codes<K>::kAdd16) && block == 32) {
       // [token][step][lane]: group 2 st in the low half, 2 st + 1 in the high.
-      const hn::ScalableTag<float> df;
+      const hn::Repartition<float, DI32> df;  // the tile's lanes (not the widest: AVX-512 has 16)
       const size_t lanes = hn::Lanes(df), steps = static_cast<size_t>(in.k / 64);
       step_scales.resize(static_cast<size_t>(in.n) * steps * lanes);
       for (size_t t = 0; t < static_cast<size_t>(in.n); ++t) {
