@@ -48,6 +48,11 @@ void ork_string_free(char* s);
 typedef struct {
   int mmap;    /* 1: map the file instead of reading it into memory (default 0) */
   int threads; /* threads of the process-wide pool; 0: all cores (default) */
+  /* Bytes the model may take with one session's KV cache (0: what is
+   * available; default). A Mixture-of-Experts orkpack that does not fit
+   * reads its routed experts from disk into an expert cache of the rest. */
+  uint64_t mem_bytes;
+  const char* expert_policy; /* "lru" or "lfu"; NULL: "lru" (default) */
 } ork_model_params;
 ork_model_params ork_model_default_params(void);
 

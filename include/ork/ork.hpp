@@ -38,6 +38,14 @@ struct ModelOptions {
   // Threads of the process-wide pool every session runs on (0: all cores).
   // Set by the first load; later loads leave it.
   int threads = 0;
+  // Bytes of memory the model may take with one session's KV cache of
+  // min(n_ctx_train, 4096) positions (0: what is available, less a margin).
+  // A Mixture-of-Experts orkpack that does not fit keeps its routed experts
+  // on disk and reads them on demand into an expert cache of what is left;
+  // any other model loads as it would without a budget.
+  uint64_t mem_bytes = 0;
+  // Which cached expert gives way to a miss: "lru" (default; also "") or "lfu".
+  std::string expert_policy = "lru";
 };
 
 class LoadedModel {

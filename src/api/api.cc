@@ -49,8 +49,19 @@ Status attach_vocabulary(const Model& m, std::unique_ptr<Tokenizer>* tokenizer, 
 
 Result<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path, const ModelOptions& options) {
   if (options.threads > 0) ThreadPool::set_default_threads(options.threads);
-  ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
-                       Model::load(path, options.mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident));
+  ExpertCacheOptions cache;
+  if (options.expert_policy == "lfu") {
+    cache.policy = ExpertPolicy::kLfu;
+  } else if (options.expert_policy != "lru" && !options.expert_policy.empty()) {
+    return error(StatusCode::kInvalidArgument, "expert_policy '{}': not a policy (lru, lfu)", options.expert_policy);
+  }
+  const auto reserve = [](const ModelConfig& c) {
+    return Context::memory_bytes(c, std::min(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096), 512);
+  };
+  ORK_ASSIGN_OR_RETURN(
+      std::unique_ptr<Model> m,
+      Model::load_within_budget(path, options.mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident,
+                                options.mem_bytes, reserve, cache));
   std::unique_ptr<LoadedModel> out(new LoadedModel());
   Impl& i = *out->impl_;
   ORK_RETURN_IF_ERROR(attach_vocabulary(*m, &i.tokenizer, &i.chat, &i.own_template));

@@ -81,7 +81,7 @@ const char* ork_status_name(ork_status s) {
 
 void ork_string_free(char* s) { std::free(s); }
 
-ork_model_params ork_model_default_params(void) { return {0, 0}; }
+ork_model_params ork_model_default_params(void) { return {0, 0, 0, nullptr}; }
 
 ork_status ork_model_load(const char* path, const ork_model_params* params, ork_model** out) {
   return guarded([&] {
@@ -91,6 +91,8 @@ ork_status ork_model_load(const char* path, const ork_model_params* params, ork_
     if (params != nullptr) {
       o.mmap = params->mmap != 0;
       o.threads = params->threads;
+      o.mem_bytes = params->mem_bytes;
+      if (params->expert_policy != nullptr) o.expert_policy = params->expert_policy;
     }
     auto m = ork::api::LoadedModel::load(path, o);
     if (!m.is_ok()) return fail(m.status());

@@ -18,7 +18,10 @@ Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
       dispatch_(pool_),
       ops_(dispatch_.ops()) {}
 
-Context::~Context() { set_npu(nullptr); }
+Context::~Context() {
+  set_npu(nullptr);
+  if (trace_ != nullptr && model_.expert_cache() != nullptr) model_.expert_cache()->set_trace(nullptr);
+}
 
 void Context::set_npu(Engine* engine, const DispatchOptions& options) { dispatch_.set_npu(engine, options); }
 
@@ -26,6 +29,7 @@ void Context::set_trace(Trace* trace) {
   trace_ = trace;
   trace_track_ = trace != nullptr ? trace->track("cpu") : 0;
   dispatch_.set_trace(trace);
+  if (model_.expert_cache() != nullptr) model_.expert_cache()->set_trace(trace);
 }
 
 void Context::set_fast_kernels(bool on) {

@@ -242,6 +242,24 @@ class Context {
   std::vector<float> router_logits_, route_w_, moe_in_, moe_gate_, moe_up_, moe_out_, moe_acc_;
   std::vector<int32_t> route_ids_, moe_tokens_;
   std::vector<float> moe_weights_;
+  // With an expert cache (Model::expert_cache): the routed experts' views
+  // as the cache lends them, the layer's active experts, and the next MoE
+  // layer's predicted ones.
+  std::vector<WeightView> exp_gate_, exp_up_, exp_down_;
+  std::vector<int32_t> active_, group_, pred_ids_;
+  std::vector<float> pred_logits_, pred_w_;
+  // Routes, the experts' matrices and the output of the routed experts of
+  // one layer: through the dispatcher's fused paths when it takes them,
+  // else one expert at a time over the experts `which` (ascending; null:
+  // every active one).
+  Status run_experts(int layer, int n, const std::vector<WeightView>& gate, const std::vector<WeightView>& up,
+                     const std::vector<WeightView>& down, bool may_fuse, const std::vector<int32_t>* which,
+                     uint64_t gate_up_bytes, uint64_t down_bytes, bool* fused);
+  // The experts of `layer` through the expert cache, in groups that fit it.
+  Status cached_experts(int layer, int n, uint64_t gate_up_bytes, uint64_t down_bytes, bool* fused);
+  // Starts reading the experts the next MoE layer after `layer` is
+  // predicted to route the token to: its router on this layer's input.
+  void prefetch_next_layer(int layer);
 
   // Scratch, [n_tokens][width].
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "format/orkpack/orkpack.h"
 #include "quant/weight_view.h"
 #include "model/config.h"
+#include "model/expert_cache.h"
 
 namespace ork {
 
@@ -56,6 +58,30 @@ class Model {
   // faster.
   static Result<std::unique_ptr<Model>> load(const std::string& path,
                                              MappedFile::Residency residency = MappedFile::Residency::kMapped);
+  // A Mixture-of-Experts orkpack within `budget` bytes of memory: every
+  // tensor but the routed experts is read into memory, reserve(config)
+  // bytes are left for what the caller will allocate (KV cache, buffers),
+  // and the rest holds an expert cache (ExpertCache) from which the
+  // experts are read on demand. Refused, naming the numbers, when the
+  // resident part, the reserve and the smallest cache do not fit.
+  // `o.bytes` is ignored.
+  static Result<std::unique_ptr<Model>> load_experts_on_disk(
+      const std::string& path, uint64_t budget, const std::function<uint64_t(const ModelConfig&)>& reserve,
+      const ExpertCacheOptions& o);
+  // What a command loads: a model that fits `budget` bytes (0: the memory
+  // available, less a margin) with reserve(config) beside it is loaded as
+  // load(path, residency) does; a Mixture-of-Experts orkpack that does not
+  // is loaded with load_experts_on_disk. A mapping asked for (kMapped) with
+  // no budget is a mapping.
+  static Result<std::unique_ptr<Model>> load_within_budget(const std::string& path, MappedFile::Residency residency,
+                                                           uint64_t budget,
+                                                           const std::function<uint64_t(const ModelConfig&)>& reserve,
+                                                           const ExpertCacheOptions& o);
+  // Bytes of an orkpack that stay in memory with load_experts_on_disk
+  // (everything but the routed experts), and those of the routed experts.
+  static Result<std::pair<uint64_t, uint64_t>> resident_and_expert_bytes(const std::string& path);
+  // Whether an orkpack entry is a routed expert's matrix ("<name>_exps.weight.e<i>").
+  static bool routed_expert_tensor(const std::string& name);
 
   const ModelConfig& config() const { return config_; }
   // Metadata (and, for a GGUF, the tensors). For an orkpack: its metadata only.
@@ -75,6 +101,10 @@ class Model {
   // only for its one row unless it is also the output matrix, and no
   // routed expert (those depend on routing: see Context::moe_stats).
   uint64_t dense_bytes_per_token() const;
+  // The expert cache of a model loaded with load_experts_on_disk (else
+  // null): the routed experts' views in layer() then have no data, and a
+  // Context asks the cache for them.
+  ExpertCache* expert_cache() const { return expert_cache_.get(); }
 
  private:
   Model() = default;
@@ -92,6 +122,7 @@ class Model {
   // "<name>.e<i>" for each expert of a GGUF's 3-D tensors (views point here),
   // the names an orkpack gives its entries: importance matrices key on them.
   std::deque<std::string> expert_names_;
+  std::unique_ptr<ExpertCache> expert_cache_;
 };
 
 }  // namespace ork

@@ -22,9 +22,12 @@ void dequantize_row(const WeightView& w, int64_t r, float* out) {
 }
 
 uint64_t matrix_bytes(const WeightView& w) {
-  if (w.data == nullptr) return 0;
+  // From the geometry alone: a routed expert kept on disk (no data until
+  // the expert cache lends it) has its bytes all the same.
+  if (w.rows <= 0) return 0;
   if (!w.is_tier) return w.row_bytes * static_cast<uint64_t>(w.rows);
-  return tier_data_bytes(w.tier, w.rows, w.k_stored) + (w.scales != nullptr ? 4ull * static_cast<uint64_t>(w.rows) : 0);
+  return tier_data_bytes(w.tier, w.rows, w.k_stored) +
+         (tier_info(w.tier).has_scales ? 4ull * static_cast<uint64_t>(w.rows) : 0);
 }
 
 }  // namespace ork

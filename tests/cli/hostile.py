@@ -32,6 +32,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cgroup  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 20
 SKIP = 77  # ctest's SKIP_RETURN_CODE for this suite
@@ -308,20 +311,11 @@ class Skip(Exception):
 
 
 def memory_cgroup(limit_bytes):
-    """A fresh v1 (or v2) memory cgroup with this limit; its procs file, or Skip."""
-    for base, limit_file, procs in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "cgroup.procs"),
-                                    ("/sys/fs/cgroup", "memory.max", "cgroup.procs")):
-        if not os.path.exists(os.path.join(base, limit_file if base.endswith("memory") else "cgroup.controllers")):
-            continue
-        path = os.path.join(base, "ork-hostile-%d" % os.getpid())
-        try:
-            os.makedirs(path, exist_ok=True)
-            with open(os.path.join(path, limit_file), "w") as f:
-                f.write(str(limit_bytes))
-            return path, os.path.join(path, procs)
-        except OSError:
-            continue
-    raise Skip("no writable memory cgroup (v1 /sys/fs/cgroup/memory or v2)")
+    """A fresh memory cgroup with this limit; its directory and procs file, or Skip."""
+    made = cgroup.memory_cgroup(limit_bytes, "hostile")
+    if made is None:
+        raise Skip("no writable memory cgroup (v1 /sys/fs/cgroup/memory or v2)")
+    return made
 
 
 def run_row(row, ork, testdata):
@@ -340,11 +334,11 @@ def run_row(row, ork, testdata):
                 values[need] = MAKERS[need](d, ork)
         before = snapshot(d)
         command = row["command"].format(**values)
-        cgroup = None
+        cgroup_dir = None
         preexec = None
         if row["rc"].startswith("cgroup:"):
             limit_mib, rc = row["rc"][len("cgroup:"):].split(":")
-            cgroup, procs = memory_cgroup(int(limit_mib) << 20)
+            cgroup_dir, procs = memory_cgroup(int(limit_mib) << 20)
 
             def preexec():
                 with open(procs, "w") as f:
@@ -375,13 +369,8 @@ def run_row(row, ork, testdata):
                 proc.communicate()
                 return "hung: no exit within %d s" % TIMEOUT
         finally:
-            if cgroup is not None:
-                for _ in range(50):
-                    try:
-                        os.rmdir(cgroup)
-                        break
-                    except OSError:
-                        time.sleep(0.1)
+            if cgroup_dir is not None:
+                cgroup.remove(cgroup_dir)
         text = out.decode("utf-8", errors="replace")
         rc = proc.returncode
         # sh reports a signal as 128 + N; a sanitizer as its own exit code with a report.

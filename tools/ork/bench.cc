@@ -15,6 +15,7 @@
 
 #include "builtin_model.h"
 #include "commands.h"
+#include "expert_report.h"
 #include "load_model.h"
 #include "profile_report.h"
 #include "npu_cli.h"
@@ -62,7 +63,7 @@ Summary summarize(std::vector<double> v) {
 // mapped on 4 KiB pages (--mmap) is judged against the same limit.
 class BandwidthProbe {
  public:
-  explicit BandwidthProbe(ThreadPool& pool) : pool_(pool), mem_(size_t{1} << 30) {
+  explicit BandwidthProbe(ThreadPool& pool, size_t bytes = size_t{1} << 30) : pool_(pool), mem_(bytes) {
     words_ = static_cast<int64_t>(mem_.size() / 8);
     for (size_t i = 0; i < mem_.size(); i += 4096) mem_.data()[i] = static_cast<uint8_t>(i >> 12);  // touch every page
   }
@@ -201,6 +202,7 @@ int bench(BenchOptions& o) {
     if (!m.is_ok()) return fail(m.status().to_string());
     model = std::move(m).value();
   } else {
+    set_context_hint(o.n_depth + o.n_prompt + o.n_gen + 1);
     auto m = load_model(o.model, o.mmap);
     if (!m.is_ok()) return fail(m.status().to_string());
     model = std::move(m).value();
@@ -213,12 +215,18 @@ int bench(BenchOptions& o) {
   if (Status st = check_context(*model, n_ctx, n_batch); !st.is_ok()) return fail(st.to_string());
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> tok(3, c.n_vocab - 1);
+  // A model whose experts stay on disk runs in little memory: its probe
+  // takes a quarter of the usual (still far past the caches).
+  const ExpertCache* cache = model->expert_cache();
+  const size_t probe_bytes = cache != nullptr ? size_t{256} << 20 : size_t{1} << 30;
   std::fprintf(stderr, "ork: measuring read bandwidth (%d threads)...\n", pool.size());
-  BandwidthProbe probe(pool);
-  if (!probe.ok()) return fail("cannot allocate the 1 GiB the bandwidth probe reads");
+  BandwidthProbe probe(pool, probe_bytes);
+  if (!probe.ok()) return fail(fmt::format("cannot allocate the {} MiB the bandwidth probe reads", probe_bytes >> 20));
+  ExpertCacheStats decode_cache;  // summed over the repetitions' decodes
   std::vector<double> bws = {probe.measure(5)};
   NpuCli& npu_cli = o.npu;
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
+  if (Status st = npu_cli.check_model(*model); !st.is_ok()) return fail(st.to_string());
   DispatchStats prefill_stats, decode_stats;
   std::vector<double> pp, tg, expert_bpt, fractions;
   Context::Profile profile;
@@ -253,6 +261,7 @@ int bench(BenchOptions& o) {
     prefill_stats.add(ctx.dispatch_stats());
     ctx.reset_dispatch_stats();
     const uint64_t expert_bytes0 = ctx.moe_stats().expert_bytes;
+    const ExpertCacheStats cache0 = cache != nullptr ? cache->stats() : ExpertCacheStats{};
     if (o.profile) ctx.set_profile(&profile);
     const double t1 = now_s();
     for (int i = 0; i < o.n_gen; ++i) {
@@ -260,6 +269,20 @@ int bench(BenchOptions& o) {
       if (Status st = ctx.eval(std::span<const int32_t>(&t, 1), logits); !st.is_ok()) return fail(st.to_string());
     }
     tg.push_back(o.n_gen / (now_s() - t1));
+    if (cache != nullptr) {
+      const ExpertCacheStats d = expert_stats_since(cache->stats(), cache0);
+      const ExpertCacheStats sum = decode_cache;
+      decode_cache = d;
+      decode_cache.requests += sum.requests;
+      decode_cache.hits += sum.hits;
+      decode_cache.prefetches += sum.prefetches;
+      decode_cache.prefetch_used += sum.prefetch_used;
+      decode_cache.bytes_read += sum.bytes_read;
+      decode_cache.reads += sum.reads;
+      decode_cache.read_seconds += sum.read_seconds;
+      decode_cache.busy_seconds += sum.busy_seconds;
+      decode_cache.stall_seconds += sum.stall_seconds;
+    }
     ctx.set_profile(nullptr);
     decode_stats.add(ctx.dispatch_stats());
     ctx.set_npu(nullptr);
@@ -295,13 +318,16 @@ int bench(BenchOptions& o) {
                 "\"recurrent_bytes_per_token\": %llu, "
                 "\"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, "
                 "\"roofline_fraction_min\": %.4f, \"roofline_fraction_max\": %.4f, \"read_gbps_min\": %.2f, \"read_gbps_max\": %.2f, "
-                "\"reps\": %d%s}\n",
+                "\"reps\": %d%s%s}\n",
                 model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_depth, o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
                 static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes),
                 static_cast<unsigned long long>(rec_bytes), used, f.median, f.min, f.max, b.min,
                 b.max, o.reps, (npu_cli.json(decode_stats, prefill_stats) + (o.profile ? profile_json(profile) : std::string()) +
-                             perf_model_json(npu_cli, pool)).c_str());
+                             perf_model_json(npu_cli, pool)).c_str(),
+                cache != nullptr
+                    ? (", \"experts\": " + expert_stats_json(decode_cache, static_cast<uint64_t>(o.n_gen) * o.reps)).c_str()
+                    : "");
     if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
     return 0;
   }
@@ -310,7 +336,8 @@ int bench(BenchOptions& o) {
     return o.n_depth > 0 ? fmt::format("{}{} @ d{}", kind, n, o.n_depth) : fmt::format("{}{}", kind, n);
   };
   std::printf("model            %s (%s)\n", model->path().c_str(),
-              model->resident() ? "read into memory, huge pages" : "mapped");
+              cache != nullptr ? "routed experts read from disk into an expert cache, the rest in memory"
+              : model->resident() ? "read into memory, huge pages" : "mapped");
   std::printf("machine          %s, %d threads, %s; read bandwidth %.2f GB/s (median of %zu probes, %.2f-%.2f)\n",
               cpu_name().c_str(), pool.size(), target, bw, bws.size(), b.min, b.max);
   if (o.n_prompt > 0) {
@@ -328,6 +355,9 @@ int bench(BenchOptions& o) {
                 100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
   } else {
     std::printf("decode           not measured (-n 0)\n");
+  }
+  if (cache != nullptr && o.n_gen > 0) {
+    print_expert_stats(stdout, "decode", decode_cache, static_cast<uint64_t>(o.n_gen) * static_cast<uint64_t>(o.reps));
   }
   if (o.profile && profile.tokens > 0) print_profile(stdout, profile, bw);
   npu_cli.report(stdout, decode_stats, prefill_stats, &model->config());

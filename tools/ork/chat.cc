@@ -205,6 +205,7 @@ int chat_main(const ChatOptions& o) {
   pthread_sigmask(SIG_BLOCK, &interrupt, nullptr);
   (void)ThreadPool::global();
   pthread_sigmask(SIG_UNBLOCK, &interrupt, nullptr);
+  set_context_hint(o.n_ctx);
   auto loaded = o.model.empty() ? load_builtin_api_model() : load_api_model(o.model, o.mmap);
   if (!loaded.is_ok()) return fail(loaded.status().to_string());
   api::LoadedModel& model = **loaded;

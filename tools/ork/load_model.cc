@@ -1,5 +1,6 @@
 #include "load_model.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -19,6 +20,44 @@ namespace {
 
 // One command per process: the flags of add_load_flags, read by the loaders.
 ConvertOptions g_convert;
+std::string g_mem;             // --mem as given
+uint64_t g_mem_bytes = 0;      // ... in bytes (0: none)
+ExpertCacheOptions g_experts;  // --expert-policy
+int g_n_ctx_hint = 0;          // the command's context, for the budget's KV share (0: the model's, at most 4096)
+
+// --mem: "N" or "NG" GiB, "NM" MiB, "N%" of the memory available.
+Result<uint64_t> parse_mem(const std::string& text) {
+  if (text.empty()) return uint64_t{0};
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  double bytes = -1;
+  if (used > 0 && v > 0 && std::isfinite(v)) {
+    if (unit.empty() || unit == "G" || unit == "g" || unit == "GiB") bytes = v * (1ull << 30);
+    if (unit == "M" || unit == "m" || unit == "MiB") bytes = v * (1ull << 20);
+    if (unit == "%" && v <= 100) {
+      const std::optional<uint64_t> available = available_memory_bytes();
+      if (!available) return error(StatusCode::kInvalidArgument, "--mem {}: the memory available cannot be read here; give GiB", text);
+      bytes = static_cast<double>(*available) * v / 100.0;
+    }
+  }
+  if (bytes < (1 << 20) || bytes > 1e18) {
+    return error(StatusCode::kInvalidArgument,
+                 "--mem {}: expected a size such as 8 or 8G (GiB), 1500M (MiB), or 50% (of the memory available)", text);
+  }
+  return static_cast<uint64_t>(bytes);
+}
+
+uint64_t reserve_for(const ModelConfig& c) {
+  const int train = c.n_ctx_train > 0 ? c.n_ctx_train : 4096;
+  const int n_ctx = g_n_ctx_hint > 0 ? g_n_ctx_hint : std::min(train, 4096);
+  return Context::memory_bytes(c, n_ctx, 512);
+}
 
 }  // namespace
 
@@ -33,6 +72,25 @@ void add_load_flags(CLI::App& app, bool& mmap) {
   app.add_flag_callback(
       "--no-convert", [] { g_convert.convert = false; },
       "Run a quantized GGUF as it is, on the reference kernels (slow; for checking)");
+  app.add_option("--mem", g_mem,
+                 "Memory the model may take, with its KV cache: 8 or 8G (GiB), 1500M (MiB), 50% (of what is available). "
+                 "A Mixture-of-Experts orkpack that does not fit keeps its routed experts on disk and reads them on "
+                 "demand into an expert cache of the rest (default: the model if it fits, else what is available less "
+                 "a margin)");
+  app.add_option_function<std::string>(
+         "--expert-policy",
+         [](const std::string& p) { g_experts.policy = p == "lfu" ? ExpertPolicy::kLfu : ExpertPolicy::kLru; },
+         "With experts on disk, which cached expert gives way to a miss: lru (least recently used) or lfu (least often "
+         "used)")
+      ->check(CLI::IsMember({"lru", "lfu"}))
+      ->default_str("lru");
+}
+
+void set_context_hint(int n_ctx) { g_n_ctx_hint = n_ctx; }
+
+Status check_load_flags() {
+  ORK_ASSIGN_OR_RETURN(g_mem_bytes, parse_mem(g_mem));
+  return Status::ok();
 }
 
 namespace {
@@ -82,26 +140,45 @@ void note_reference_matrices(const Model& model) {
                100.0 * static_cast<double>(bytes) / static_cast<double>(total), model.path().c_str(), types.c_str());
 }
 
+// A model whose experts stay on disk: say so, with the cache's size.
+void note_expert_cache(const Model& model) {
+  const ExpertCache* cache = model.expert_cache();
+  if (cache == nullptr) return;
+  const ExpertCacheStats s = cache->stats();
+  std::fprintf(stderr,
+               "ork: %s: routed experts read from disk on demand into an expert cache of %llu experts (%.1f MiB, %s, "
+               "%s reads)%s\n",
+               model.path().c_str(), static_cast<unsigned long long>(s.slots),
+               static_cast<double>(s.slots * s.slot_bytes) / (1 << 20), expert_policy_name(g_experts.policy),
+               s.direct ? "direct" : "buffered", g_mem_bytes > 0 ? "" : " - it does not fit in the memory available");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_model(const std::string& path, bool mmap) {
+  ORK_RETURN_IF_ERROR(check_load_flags());
   auto model = load_resolved(
       path,
       [&](const std::string& p) {
-        return Model::load(p, mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident);
+        return Model::load_within_budget(p, mmap ? MappedFile::Residency::kMapped : MappedFile::Residency::kResident,
+                                         g_mem_bytes, reserve_for, g_experts);
       },
       [](std::unique_ptr<Model> m) -> Result<std::unique_ptr<Model>> { return m; });
   if (model.is_ok() && !mmap && !(*model)->resident()) {
     std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n",
                  path.c_str());
   }
+  if (model.is_ok()) note_expert_cache(**model);
   if (model.is_ok()) note_reference_matrices(**model);
   return model;
 }
 
 Result<std::unique_ptr<api::LoadedModel>> load_api_model(const std::string& path, bool mmap) {
+  ORK_RETURN_IF_ERROR(check_load_flags());
   api::ModelOptions o;
   o.mmap = mmap;
+  o.mem_bytes = g_mem_bytes;
+  o.expert_policy = expert_policy_name(g_experts.policy);
   auto model = load_resolved(
       path, [&](const std::string& p) { return api::LoadedModel::load(p, o); },
       [](std::unique_ptr<Model> m) { return api::LoadedModel::adopt(std::move(m)); });
@@ -109,6 +186,7 @@ Result<std::unique_ptr<api::LoadedModel>> load_api_model(const std::string& path
     std::fprintf(stderr, "ork: %s does not fit in the memory available; mapped instead (decode is slower)\n",
                  path.c_str());
   }
+  if (model.is_ok()) note_expert_cache((*model)->internal());
   if (model.is_ok()) note_reference_matrices((*model)->internal());
   return model;
 }

@@ -15,6 +15,11 @@ namespace ork::cli {
 // Adds the model-loading flags to `app`: --mmap (bound to `mmap`), and
 // --no-cache / --no-convert for quantized GGUFs (model_cache.h).
 void add_load_flags(CLI::App& app, bool& mmap);
+// Checks what add_load_flags parsed (--mem): call before loading.
+Status check_load_flags();
+// The context the command will make (its -c), so that --mem leaves room
+// for its KV cache; 0: the model's, at most 4096.
+void set_context_hint(int n_ctx);
 
 // Model::load, resident unless `mmap`, of a quantized GGUF's converted
 // copy (model_cache.h) unless --no-convert; says on stderr when a file that was

@@ -36,6 +36,14 @@ void NpuCli::add_options(CLI::App& app) {
                  "the NPU's DMA, compute and fences, each on its own track");
 }
 
+Status NpuCli::check_model(const Model& model) const {
+  if (spec.empty() || model.expert_cache() == nullptr) return Status::ok();
+  return error(StatusCode::kUnsupported,
+               "--npu {}: {}'s routed experts are read from disk into an expert cache (it does not fit in memory, or "
+               "--mem), and that runs on the CPU alone for now; give more memory or leave out --npu",
+               spec, model.path());
+}
+
 Status NpuCli::start() {
   if (!trace.empty()) {
     ORK_RETURN_IF_ERROR(check_output_path(trace, {}, "--trace"));
@@ -102,21 +110,21 @@ const char* clock_name(const DispatchOptions& o) {
 
 }  // namespace
 
-void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchStats& prefill,
+void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchStats& prefill_stats,
                     const ModelConfig* config) const {
   if (!engine_) return;
   const npu::NpuEngine::Stats s = engine_->stats();
   std::fprintf(out, "npu              %s; %llu jobs, %llu programs\n", engine_->name().c_str(),
                static_cast<unsigned long long>(s.jobs), static_cast<unsigned long long>(s.program_cache_entries));
   std::fprintf(out, "dispatch prefill %s (%llu refused by the NPU: tier or shape); split rows %llu npu / %llu cpu\n",
-               routes(prefill.prefill).c_str(), static_cast<unsigned long long>(prefill.npu_refused),
-               static_cast<unsigned long long>(prefill.npu_rows), static_cast<unsigned long long>(prefill.cpu_rows));
-  if (prefill.modeled_routed_us > 0) {
+               routes(prefill_stats.prefill).c_str(), static_cast<unsigned long long>(prefill_stats.npu_refused),
+               static_cast<unsigned long long>(prefill_stats.npu_rows), static_cast<unsigned long long>(prefill_stats.cpu_rows));
+  if (prefill_stats.modeled_routed_us > 0) {
     std::fprintf(out, "dispatch model   prefill matmuls: routed %.2f ms, CPU alone %.2f ms, NPU alone %.2f ms (modeled)\n",
-                 prefill.modeled_routed_us / 1e3, prefill.modeled_cpu_us / 1e3, prefill.modeled_npu_us / 1e3);
+                 prefill_stats.modeled_routed_us / 1e3, prefill_stats.modeled_cpu_us / 1e3, prefill_stats.modeled_npu_us / 1e3);
   }
   // The most frequent shapes' choices (a MoE has one per expert size).
-  std::vector<DispatchStats::Choice> choices = prefill.choices;
+  std::vector<DispatchStats::Choice> choices = prefill_stats.choices;
   std::stable_sort(choices.begin(), choices.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
   constexpr size_t kShown = 12;
   if (choices.size() > kShown) {
@@ -149,15 +157,15 @@ void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchS
                       "convolution, delta-rule update and state stay on the CPU\n",
                  config->n_delta_layers);
   }
-  const uint64_t on_npu = prefill.prefill[static_cast<size_t>(Route::kNpu)] + prefill.prefill[static_cast<size_t>(Route::kSplit)] +
+  const uint64_t on_npu = prefill_stats.prefill[static_cast<size_t>(Route::kNpu)] + prefill_stats.prefill[static_cast<size_t>(Route::kSplit)] +
                           decode.decode[static_cast<size_t>(Route::kOverlay)];
-  if (on_npu == 0 && prefill.npu_refused > 0) {
+  if (on_npu == 0 && prefill_stats.npu_refused > 0) {
     std::fprintf(out, "npu note         nothing ran on the NPU: its datapath reads orkpack i8, i8s, nf4 (W8A8) and i4 "
                       "(W4A4) tensors; pack for it with `ork pack --npu PROFILE`\n");
   }
 }
 
-std::string NpuCli::json(const DispatchStats& decode, const DispatchStats& prefill) const {
+std::string NpuCli::json(const DispatchStats& decode, const DispatchStats& prefill_stats) const {
   if (!engine_) return {};
   const npu::NpuEngine::Stats s = engine_->stats();
   return fmt::format(", \"npu\": {{\"device\": \"{}\", \"jobs\": {}, \"prefill\": {}, \"refused\": {}, \"decode\": {}, "
@@ -165,10 +173,10 @@ std::string NpuCli::json(const DispatchStats& decode, const DispatchStats& prefi
                      "\"modeled_prefill_ms\": {{\"routed\": {:.3f}, \"cpu_only\": {:.3f}, \"npu_only\": {:.3f}}}, "
                      "\"modeled_device_ms\": {:.3f}, \"modeled\": true, \"host_wall_ms\": {:.3f}, \"maps\": {}, \"evictions\": {}}}"
                      ", \"perf_model\": {}",
-                     engine_->name(), s.jobs, routes_json(prefill.prefill), prefill.npu_refused, routes_json(decode.decode),
+                     engine_->name(), s.jobs, routes_json(prefill_stats.prefill), prefill_stats.npu_refused, routes_json(decode.decode),
                      decode.overlay_hits, decode.overlay_misses, decode.overlay_skipped, decode.hit_rate(),
-                     clock_name(options_), prefill.modeled_routed_us / 1e3, prefill.modeled_cpu_us / 1e3,
-                     prefill.modeled_npu_us / 1e3, s.modeled_device_us / 1e3, s.host_wall_us / 1e3, s.maps, s.evictions,
+                     clock_name(options_), prefill_stats.modeled_routed_us / 1e3, prefill_stats.modeled_cpu_us / 1e3,
+                     prefill_stats.modeled_npu_us / 1e3, s.modeled_device_us / 1e3, s.host_wall_us / 1e3, s.maps, s.evictions,
                      model_->json());
 }
 

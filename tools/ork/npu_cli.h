@@ -28,6 +28,9 @@ struct NpuCli {
   // Builds the engine and the model if --npu was given; an error names the
   // bad part.
   Status start();
+  // --npu with a model whose experts are read from disk: not yet (the
+  // device would read experts the cache may move). An error naming both.
+  Status check_model(const Model& model) const;
   npu::NpuEngine* engine() const { return engine_.get(); }
   // Gives a Context the engine, the dispatcher's options and the trace.
   void attach(Context& ctx) const;

@@ -68,9 +68,11 @@ int ppl(PplCliOptions& c) {
     const Status st = check_output_path(c.save_kl_base, {c.model, c.text, c.ref, c.kl_base}, "--save-kl-base");
     if (!st.is_ok()) return fail(st.to_string());
   }
+  set_context_hint(c.n_ctx);
   auto model = load_model(c.model, c.mmap);
   if (!model.is_ok()) return fail(model.status().to_string());
   if (Status st = c.npu.start(); !st.is_ok()) return fail(st.to_string());
+  if (Status st = c.npu.check_model(**model); !st.is_ok()) return fail(st.to_string());
   std::unique_ptr<Model> ref;
   if (!c.ref.empty()) {
     auto r = load_model(c.ref, c.mmap);

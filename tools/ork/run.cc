@@ -8,6 +8,7 @@
 
 #include "builtin_model.h"
 #include "commands.h"
+#include "expert_report.h"
 #include "load_model.h"
 #include "profile_report.h"
 #include "sampling_cli.h"
@@ -68,6 +69,7 @@ int run(RunOptions& opt) {
   if (opt.threads > 0) ThreadPool::set_default_threads(opt.threads);
 
   const auto t_load = std::chrono::steady_clock::now();
+  set_context_hint(opt.n_ctx);
   auto loaded = opt.model.empty() ? load_builtin_api_model() : load_api_model(opt.model, opt.mmap);
   if (!loaded.is_ok()) return fail(loaded.status().to_string());
   api::LoadedModel& model = **loaded;
@@ -93,6 +95,7 @@ int run(RunOptions& opt) {
 
   NpuCli& npu_cli = opt.npu;
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
+  if (Status st = npu_cli.check_model(model.internal()); !st.is_ok()) return fail(st.to_string());
   api::SessionOptions so;
   so.n_ctx = n_ctx;
   auto session = api::Session::create(model, so);
@@ -105,6 +108,8 @@ int run(RunOptions& opt) {
   // profile covers generation alone.
   DispatchStats prefill_stats;
   Context::MoeStats prompt_stats;
+  ExpertCacheStats prompt_cache;
+  const ExpertCache* cache = model.internal().expert_cache();
   Context::Profile profile;
   api::GenerateOptions go;
   go.max_tokens = opt.n_predict;
@@ -114,6 +119,7 @@ int run(RunOptions& opt) {
     prefill_stats = ctx.dispatch_stats();
     ctx.reset_dispatch_stats();
     prompt_stats = ctx.moe_stats();
+    if (cache != nullptr) prompt_cache = cache->stats();
     if (opt.profile) ctx.set_profile(&profile);
   };
   auto result = (*session)->generate(prompt_ids, **sampler, go, [](std::string_view text) {
@@ -132,6 +138,11 @@ int run(RunOptions& opt) {
   std::fprintf(stderr, "ork: generation: %5d tokens in %8.2f ms (%8.2f tok/s)\n", generated, r.generate_seconds * 1e3,
                generated / r.generate_seconds);
   if (opt.stats) print_stats(model.internal(), ctx.moe_stats(), prompt_stats, generated);
+  if (opt.stats && cache != nullptr) {
+    print_expert_stats(stderr, "prompt", prompt_cache, prompt_ids.size());
+    print_expert_stats(stderr, "generation", expert_stats_since(cache->stats(), prompt_cache),
+                       static_cast<uint64_t>(std::max(0, generated - 1)));
+  }
   if (opt.profile) print_profile(stderr, profile, 0.0);
   npu_cli.report(stderr, ctx.dispatch_stats(), prefill_stats, &model.internal().config());
   ctx.set_npu(nullptr);

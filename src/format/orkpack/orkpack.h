@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -53,30 +54,56 @@ struct OrkpackTensor {
 
 class OrkpackFile {
  public:
+  // Every tensor's values are checked (orkpack_check_values) unless
+  // check_later(name) says its reader will check them when it reads them
+  // (the experts an expert cache reads from disk).
   static Result<OrkpackFile> open(const std::string& path,
-                                  MappedFile::Residency residency = MappedFile::Residency::kMapped);
-  static Result<OrkpackFile> parse(MappedFile file);
+                                  MappedFile::Residency residency = MappedFile::Residency::kMapped,
+                                  const std::function<bool(const std::string&)>& check_later = nullptr);
+  static Result<OrkpackFile> parse(MappedFile file, const std::function<bool(const std::string&)>& check_later = nullptr);
   // True if the bytes start with the orkpack magic.
   static bool sniff(const uint8_t* data, size_t size);
   static bool sniff_file(const std::string& path);
 
   const std::string& path() const { return file_.path(); }
-  uint64_t file_size() const { return file_.size(); }
-  bool resident() const { return file_.resident(); }
+  uint64_t file_size() const { return file_size_; }
+  // Read into memory (wholly, or all but what keep_on_disk() left there).
+  bool resident() const { return file_.resident() || arena_.data() != nullptr; }
   uint32_t version() const { return version_; }
   // All metadata (the source GGUF's and ork's keys), as a tensorless GGUF.
   const GgufFile& metadata() const { return metadata_; }
   uint64_t rotation_seed() const;
   const std::vector<OrkpackTensor>& tensors() const { return tensors_; }
   const OrkpackTensor* find_tensor(const std::string& name) const;
+  // Where the data section starts in the file: a tensor's bytes are at
+  // data_section_offset() + data_offset (and + scales_offset).
+  uint64_t data_section_offset() const { return data_section_offset_; }
+
+  // Reads every tensor for which on_disk() is false into memory of its own
+  // (huge pages) and gives up the file's mapping, dropping the file from
+  // the page cache: the tensors kept on disk (a model's routed experts, read
+  // on demand into an expert cache) then have null data and scales, and are
+  // reached by their offsets alone. A mapped file only (else a no-op).
+  Status keep_on_disk(const std::function<bool(const OrkpackTensor&)>& on_disk);
+  // Bytes read into memory by keep_on_disk() (0 before it).
+  uint64_t resident_bytes() const { return arena_bytes_; }
 
  private:
   MappedFile file_;
+  uint64_t file_size_ = 0;
+  uint64_t data_section_offset_ = 0;
+  HugePages arena_;
+  uint64_t arena_bytes_ = 0;
   uint32_t version_ = 0;
   GgufFile metadata_;
   std::vector<OrkpackTensor> tensors_;
   std::map<std::string, size_t> index_;
 };
+
+// A tensor's values that would make every output NaN - a scale or a float
+// weight that is not finite, a carried block's scale that is not, or a
+// sub-scale out of its kind's range - are an error naming the tensor.
+Status orkpack_check_values(const OrkpackTensor& e);
 
 // The directory and the 64-byte header as the file holds them (the
 // writers' shared serialization).

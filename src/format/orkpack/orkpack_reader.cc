@@ -1,5 +1,9 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "core/escape.h"
 #include "core/half.h"
@@ -99,12 +103,10 @@ bool OrkpackFile::sniff_file(const std::string& path) {
   return sniff(head, n);
 }
 
-namespace {
-
 // A NaN or infinite scale (or float weight) turns every output it touches
 // into NaN: the file is refused at load, naming the tensor, rather than
 // generating nothing or garbage.
-Status check_finite(const OrkpackTensor& e) {
+Status orkpack_check_values(const OrkpackTensor& e) {
   auto bad = [&](const char* what, uint64_t index, float v) {
     return error(StatusCode::kCorrupt, "tensor '{}': {} {} is {}; ork refuses values that are not finite",
                  escape_text(e.spec.name), what, index, v);
@@ -180,16 +182,16 @@ Status check_finite(const OrkpackTensor& e) {
   return Status::ok();
 }
 
-}  // namespace
-
-Result<OrkpackFile> OrkpackFile::open(const std::string& path, MappedFile::Residency residency) {
+Result<OrkpackFile> OrkpackFile::open(const std::string& path, MappedFile::Residency residency,
+                                      const std::function<bool(const std::string&)>& check_later) {
   ORK_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path, residency));
-  return parse(std::move(file));
+  return parse(std::move(file), check_later);
 }
 
-Result<OrkpackFile> OrkpackFile::parse(MappedFile file) {
+Result<OrkpackFile> OrkpackFile::parse(MappedFile file, const std::function<bool(const std::string&)>& check_later) {
   OrkpackFile pack;
   pack.file_ = std::move(file);
+  pack.file_size_ = pack.file_.size();
   const std::string name = pack.file_.path();
   const uint8_t* base = pack.file_.data();
   const uint64_t size = pack.file_.size();
@@ -216,6 +218,7 @@ Result<OrkpackFile> OrkpackFile::parse(MappedFile file) {
       overlaps(meta_off, meta_size, data_off, data_size) || overlaps(dir_off, dir_size, data_off, data_size)) {
     return fail(StatusCode::kCorrupt, "sections overlap");
   }
+  pack.data_section_offset_ = data_off;
 
   auto meta = GgufFile::parse(MappedFile::from_bytes(std::vector<uint8_t>(base + meta_off, base + meta_off + meta_size),
                                                      name + " (metadata)"));
@@ -237,9 +240,50 @@ Result<OrkpackFile> OrkpackFile::parse(MappedFile file) {
     if (!pack.index_.emplace(e.spec.name, i).second) {
       return fail(StatusCode::kCorrupt, fmt::format("tensor '{}' appears twice", escape_text(e.spec.name)));
     }
-    if (Status finite = check_finite(e); !finite.is_ok()) return finite.with_context(name);
+    if (check_later && check_later(e.spec.name)) continue;
+    if (Status finite = orkpack_check_values(e); !finite.is_ok()) return finite.with_context(name);
   }
   return pack;
+}
+
+Status OrkpackFile::keep_on_disk(const std::function<bool(const OrkpackTensor&)>& on_disk) {
+  if (file_.resident() || arena_.data() != nullptr) return Status::ok();
+  auto rounded = [](uint64_t n) { return (n + kOrkpackAlign - 1) / kOrkpackAlign * kOrkpackAlign; };
+  uint64_t bytes = 0;
+  for (const OrkpackTensor& t : tensors_) {
+    if (!on_disk(t)) bytes += rounded(t.data_size) + rounded(t.scales_size);
+  }
+  HugePages arena(std::max<uint64_t>(bytes, 1));
+  if (arena.data() == nullptr) {
+    return error(StatusCode::kResourceExhausted, "{}: cannot allocate {:.1f} MiB for the tensors kept in memory", path(),
+                 static_cast<double>(bytes) / (1 << 20));
+  }
+  uint8_t* at = arena.data();
+  for (OrkpackTensor& t : tensors_) {
+    if (on_disk(t)) {
+      t.data = nullptr;
+      t.scales = nullptr;
+      continue;
+    }
+    std::memcpy(at, t.data, t.data_size);
+    t.data = at;
+    at += rounded(t.data_size);
+    if (t.scales != nullptr) {
+      std::memcpy(at, t.scales, t.scales_size);
+      t.scales = reinterpret_cast<const float*>(at);
+      at += rounded(t.scales_size);
+    }
+  }
+  // What was read through the mapping is in the page cache: let it go.
+  const std::string name = path();
+  if (const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  file_ = MappedFile::from_bytes({}, name);
+  arena_ = std::move(arena);
+  arena_bytes_ = bytes;
+  return Status::ok();
 }
 
 uint64_t OrkpackFile::rotation_seed() const {

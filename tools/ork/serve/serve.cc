@@ -314,6 +314,7 @@ int serve_main(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
   if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
+  set_context_hint(o.n_ctx);
   auto loaded = o.model.empty() ? load_builtin_api_model() : load_api_model(o.model, o.mmap);
   if (!loaded.is_ok()) return fail(loaded.status().to_string());
   api::LoadedModel& model = **loaded;

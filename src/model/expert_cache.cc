@@ -1,0 +1,352 @@
+#include "model/expert_cache.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/trace.h"
+
+namespace ork {
+namespace {
+
+// How one matrix lies in a slot: one read when its scales follow its
+// planes within a block (the orkpack writer's order), else two.
+struct MatrixLayout {
+  uint64_t size = 0;          // bytes of the slot it takes
+  int n_reads = 0;
+  ExpertCache::Range read[2];  // file ranges
+  uint64_t read_at[2] = {};   // where each lands in the slot (from the matrix's start)
+  uint64_t data_at = 0, scales_at = 0;
+};
+
+MatrixLayout layout_of(const ExpertCache::Matrix& m) {
+  MatrixLayout l;
+  const uint64_t data_end = m.data.offset + m.data.bytes;
+  const bool merged = m.scales.bytes == 0 || (m.scales.offset >= data_end && m.scales.offset - data_end < kDirectAlign);
+  const uint64_t a = DirectReader::aligned_start(m.data.offset);
+  if (merged) {
+    const uint64_t end = m.scales.bytes == 0 ? data_end : m.scales.offset + m.scales.bytes;
+    l.n_reads = 1;
+    l.read[0] = {m.data.offset, end - m.data.offset};
+    l.size = DirectReader::aligned_span(m.data.offset, end - m.data.offset);
+    l.data_at = m.data.offset - a;
+    l.scales_at = m.scales.bytes == 0 ? 0 : m.scales.offset - a;
+    return l;
+  }
+  l.n_reads = 2;
+  l.read[0] = {m.data.offset, m.data.bytes};
+  const uint64_t data_span = DirectReader::aligned_span(m.data.offset, m.data.bytes);
+  l.read[1] = {m.scales.offset, m.scales.bytes};
+  l.read_at[1] = data_span;
+  l.size = data_span + DirectReader::aligned_span(m.scales.offset, m.scales.bytes);
+  l.data_at = m.data.offset - a;
+  l.scales_at = data_span + (m.scales.offset - DirectReader::aligned_start(m.scales.offset));
+  return l;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+const char* expert_policy_name(ExpertPolicy p) { return p == ExpertPolicy::kLfu ? "lfu" : "lru"; }
+
+uint64_t ExpertCache::slot_bytes_for(std::span<const Expert> experts) {
+  uint64_t most = 0;
+  for (const Expert& e : experts) {
+    uint64_t bytes = 0;
+    for (const Matrix& m : e.m) bytes += layout_of(m).size;
+    most = std::max(most, bytes);
+  }
+  return most;
+}
+
+Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const std::string& path, std::vector<Expert> experts,
+                                                         int n_layer, int n_expert, int n_expert_used,
+                                                         const ExpertCacheOptions& o) {
+  if (experts.size() != static_cast<size_t>(n_layer) * static_cast<size_t>(n_expert) || n_expert_used < 1) {
+    return error(StatusCode::kInternal, "expert cache: {} experts for {} layers of {}", experts.size(), n_layer, n_expert);
+  }
+  std::unique_ptr<ExpertCache> c(new ExpertCache());
+  ORK_ASSIGN_OR_RETURN(c->file_, DirectReader::open(path));
+  c->slot_bytes_ = slot_bytes_for(experts);
+  const uint64_t n_slots = std::min<uint64_t>(o.bytes / std::max<uint64_t>(c->slot_bytes_, 1), experts.size());
+  if (n_slots < static_cast<uint64_t>(min_slots(n_expert_used)) && n_slots < experts.size()) {
+    return error(StatusCode::kResourceExhausted,
+                 "{}: the expert cache has {:.1f} MiB, room for {} experts of {:.2f} MiB; it needs at least {} (a layer's "
+                 "{} routed experts and the next layer's): {:.1f} MiB",
+                 path, static_cast<double>(o.bytes) / (1 << 20), n_slots, static_cast<double>(c->slot_bytes_) / (1 << 20),
+                 min_slots(n_expert_used), n_expert_used,
+                 static_cast<double>(c->slot_bytes_ * static_cast<uint64_t>(min_slots(n_expert_used))) / (1 << 20));
+  }
+  c->experts_ = std::move(experts);
+  c->n_expert_ = n_expert;
+  c->n_expert_used_ = n_expert_used;
+  c->policy_ = o.policy;
+  c->arena_bytes_ = static_cast<size_t>(n_slots * c->slot_bytes_);
+  c->arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDirectAlign, std::max<size_t>(c->arena_bytes_, kDirectAlign)));
+  if (c->arena_ == nullptr) {
+    return error(StatusCode::kResourceExhausted, "{}: cannot allocate the expert cache's {:.1f} MiB", path,
+                 static_cast<double>(c->arena_bytes_) / (1 << 20));
+  }
+  c->slots_.resize(static_cast<size_t>(n_slots));
+  for (size_t i = 0; i < c->slots_.size(); ++i) c->slots_[i].mem = c->arena_ + i * c->slot_bytes_;
+  c->slot_of_.assign(c->experts_.size(), -1);
+  c->uses_.assign(c->experts_.size(), 0);
+  c->stats_.slots = n_slots;
+  c->stats_.slot_bytes = c->slot_bytes_;
+  c->stats_.direct = c->file_.direct();
+  for (int i = 0; i < std::max(1, o.io_threads); ++i) c->io_.emplace_back([p = c.get()] { p->io_loop(); });
+  return c;
+}
+
+ExpertCache::~ExpertCache() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : io_) t.join();
+  std::free(arena_);
+}
+
+void ExpertCache::set_trace(Trace* trace) {
+  std::lock_guard lock(mu_);
+  trace_ = trace;
+  if (trace_ != nullptr) trace_track_ = trace_->track("expert reads");
+}
+
+int ExpertCache::victim(bool for_prefetch) const {
+  int best = -1;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (s.state == State::kEmpty) return static_cast<int>(i);
+    if (s.pins > 0 || s.state == State::kLoading) continue;
+    // A prefetch does not push out what this step used or brought in.
+    if (for_prefetch && s.last_use >= step_start_) continue;
+    if (best < 0) {
+      best = static_cast<int>(i);
+      continue;
+    }
+    const Slot& b = slots_[static_cast<size_t>(best)];
+    bool better;
+    if (policy_ == ExpertPolicy::kLfu) {
+      const uint64_t us = uses_[static_cast<size_t>(s.key)], ub = uses_[static_cast<size_t>(b.key)];
+      better = us < ub || (us == ub && s.last_use < b.last_use);
+    } else {
+      better = s.last_use < b.last_use;
+    }
+    if (better) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+void ExpertCache::start_read(int slot, int key, bool front) {
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (s.key >= 0) slot_of_[static_cast<size_t>(s.key)] = -1;
+  s.key = key;
+  s.state = State::kLoading;
+  s.error = Status::ok();
+  s.reads_left = 3;
+  slot_of_[static_cast<size_t>(key)] = slot;
+  for (int m = 0; m < 3; ++m) {
+    if (front) {
+      queue_.push_front({slot, 2 - m});
+    } else {
+      queue_.push_back({slot, m});
+    }
+  }
+  work_cv_.notify_all();
+}
+
+Status ExpertCache::request(int layer, std::span<const int32_t> ids) {
+  std::unique_lock lock(mu_);
+  if (ids.size() > slots_.size()) {
+    return error(StatusCode::kInternal, "expert cache: {} experts asked at once, {} slots", ids.size(), slots_.size());
+  }
+  // All or nothing: a request that cannot have a slot for each miss waits,
+  // holding no pin, until reads finish or other sequences release theirs -
+  // so two sequences never each hold half of what the other needs.
+  for (;;) {
+    int misses = 0, free = 0;
+    bool busy = false;
+    for (int32_t id : ids) misses += slot_of_[static_cast<size_t>(layer * n_expert_ + id)] < 0;
+    for (const Slot& s : slots_) {
+      const bool asked = s.key >= 0 && s.key / n_expert_ == layer &&
+                         std::find(ids.begin(), ids.end(), s.key % n_expert_) != ids.end();
+      busy = busy || s.pins > 0 || s.state == State::kLoading;
+      free += !asked && s.pins == 0 && s.state != State::kLoading;
+    }
+    if (free >= misses) break;
+    if (!busy) {
+      return error(StatusCode::kInternal, "{}: the expert cache's {} slots cannot take {} experts", file_.path(),
+                   slots_.size(), misses);
+    }
+    ready_cv_.wait(lock);
+  }
+  if (layer != last_layer_) {
+    step_start_ = tick_ + 1;
+    last_layer_ = layer;
+  }
+  // Hits first, pinned, so that no miss of this request evicts them.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int32_t id : ids) {
+      const int key = layer * n_expert_ + id;
+      int slot = slot_of_[static_cast<size_t>(key)];
+      if ((pass == 0) != (slot >= 0)) continue;
+      ++uses_[static_cast<size_t>(key)];
+      ++stats_.requests;
+      if (slot >= 0) {
+        ++stats_.hits;
+        Slot& s = slots_[static_cast<size_t>(slot)];
+        if (s.prefetched) ++stats_.prefetch_used;
+        s.prefetched = false;
+      } else {
+        slot = victim(false);
+        if (slot < 0) return error(StatusCode::kInternal, "{}: no expert cache slot is free", file_.path());
+        start_read(slot, key, /*front=*/true);
+      }
+      Slot& s = slots_[static_cast<size_t>(slot)];
+      ++s.pins;
+      s.last_use = ++tick_;
+    }
+  }
+  return Status::ok();
+}
+
+Status ExpertCache::wait(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate,
+                         std::vector<WeightView>& up, std::vector<WeightView>& down) {
+  std::unique_lock lock(mu_);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool waited = false;
+  Status first = Status::ok();
+  for (int32_t id : ids) {
+    const int slot = slot_of_[static_cast<size_t>(layer * n_expert_ + id)];
+    if (slot < 0) return error(StatusCode::kInternal, "expert cache: layer {} expert {} was not requested", layer, id);
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    if (s.state == State::kLoading) {
+      waited = true;
+      ready_cv_.wait(lock, [&] { return s.state != State::kLoading; });
+    }
+    if (s.state == State::kFailed) {
+      if (first.is_ok()) first = s.error;
+      continue;
+    }
+    gate[static_cast<size_t>(id)] = view_of(s, 0);
+    up[static_cast<size_t>(id)] = view_of(s, 1);
+    down[static_cast<size_t>(id)] = view_of(s, 2);
+  }
+  if (waited) stats_.stall_seconds += seconds_since(t0);
+  return first;
+}
+
+void ExpertCache::release(int layer, std::span<const int32_t> ids) {
+  std::lock_guard lock(mu_);
+  for (int32_t id : ids) {
+    const int slot = slot_of_[static_cast<size_t>(layer * n_expert_ + id)];
+    if (slot < 0) continue;
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    if (s.pins > 0) --s.pins;
+    // A failed read is forgotten once nobody holds it: the next request
+    // reads again (and fails again, if the file is still short).
+    if (s.pins == 0 && s.state == State::kFailed) {
+      slot_of_[static_cast<size_t>(s.key)] = -1;
+      s.key = -1;
+      s.state = State::kEmpty;
+    }
+  }
+  ready_cv_.notify_all();
+}
+
+void ExpertCache::prefetch(int layer, std::span<const int32_t> ids) {
+  std::lock_guard lock(mu_);
+  for (int32_t id : ids) {
+    const int key = layer * n_expert_ + id;
+    if (slot_of_[static_cast<size_t>(key)] >= 0) continue;
+    const int slot = victim(true);
+    if (slot < 0) return;
+    ++stats_.prefetches;
+    start_read(slot, key, /*front=*/false);
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    s.prefetched = true;
+    s.last_use = ++tick_;
+  }
+}
+
+WeightView ExpertCache::view_of(const Slot& s, int i) const {
+  const Expert& e = experts_[static_cast<size_t>(s.key)];
+  uint64_t at = 0;
+  for (int j = 0; j < i; ++j) at += layout_of(e.m[j]).size;
+  const MatrixLayout l = layout_of(e.m[i]);
+  WeightView v = e.m[i].view;
+  v.data = s.mem + at + l.data_at;
+  v.scales = e.m[i].scales.bytes == 0 ? nullptr : reinterpret_cast<const float*>(s.mem + at + l.scales_at);
+  return v;
+}
+
+void ExpertCache::io_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    const Task task = queue_.front();
+    queue_.pop_front();
+    Slot& s = slots_[static_cast<size_t>(task.slot)];
+    const Expert& e = experts_[static_cast<size_t>(s.key)];
+    uint64_t at = 0;
+    for (int j = 0; j < task.matrix; ++j) at += layout_of(e.m[j]).size;
+    const MatrixLayout l = layout_of(e.m[task.matrix]);
+    uint8_t* dst = s.mem + at;
+    Trace* trace = trace_;
+    const int track = trace_track_;
+    const int key = s.key;
+    if (reading_++ == 0) busy_since_ = std::chrono::steady_clock::now();
+    // The slot is kLoading: nobody moves or evicts it while it is read.
+    lock.unlock();
+    const double trace_t0 = trace != nullptr ? trace->now_us() : 0.0;
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = Status::ok();
+    uint64_t bytes = 0;
+    for (int r = 0; r < l.n_reads && st.is_ok(); ++r) {
+      st = file_.read(l.read[r].offset, l.read[r].bytes, dst + l.read_at[r]);
+      bytes += DirectReader::aligned_span(l.read[r].offset, l.read[r].bytes);
+    }
+    if (const OrkpackTensor* entry = e.m[task.matrix].entry; st.is_ok() && entry != nullptr) {
+      // The values the file's open left unchecked, as they arrive.
+      OrkpackTensor t = *entry;
+      t.data = dst + l.data_at;
+      t.scales = t.scales_size > 0 ? reinterpret_cast<const float*>(dst + l.scales_at) : nullptr;
+      st = orkpack_check_values(t);
+      if (!st.is_ok()) st = st.with_context(file_.path());
+    }
+    const double took = seconds_since(t0);
+    if (trace != nullptr) trace->add("expert read", track, trace_t0, key);
+    lock.lock();
+    if (--reading_ == 0) stats_.busy_seconds += seconds_since(busy_since_);
+    stats_.read_seconds += took;
+    stats_.bytes_read += bytes;
+    stats_.reads += static_cast<uint64_t>(l.n_reads);
+    if (!st.is_ok() && s.error.is_ok()) s.error = std::move(st);
+    if (--s.reads_left == 0) {
+      s.state = s.error.is_ok() ? State::kReady : State::kFailed;
+      if (s.state == State::kFailed && s.pins == 0) {
+        // A prefetch that failed: nobody waits on it; forget it.
+        slot_of_[static_cast<size_t>(s.key)] = -1;
+        s.key = -1;
+        s.state = State::kEmpty;
+      }
+      ready_cv_.notify_all();
+    }
+  }
+}
+
+ExpertCacheStats ExpertCache::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace ork

@@ -1,0 +1,170 @@
+// The expert cache (DESIGN section 6, issue 20): a Mixture-of-Experts model
+// larger than memory keeps everything but its routed experts resident and
+// reads the experts from the orkpack on demand, one layer's expert (its
+// gate, up and down, in the file's own bytes) per slot, within a byte
+// budget.
+//
+// A layer asks for its routed experts as soon as its router has chosen
+// (request); misses are read by a few I/O threads with large direct reads
+// (DirectReader: past the page cache) while the caller goes on, and the
+// caller then waits for them (wait) and releases them when the layer is
+// done. prefetch() reads a prediction of a later layer's experts on the
+// same threads behind any demand read; it never evicts what is pinned.
+// Which resident expert gives way to a miss is the policy's choice. The
+// router's choices are never changed to suit the cache: the output is
+// bit-identical to the fully resident model's.
+//
+// Thread-safe: any thread may call any method; a slot stays put while
+// pinned.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/direct_reader.h"
+#include "format/orkpack/orkpack.h"
+#include "ork/status.h"
+#include "quant/weight_view.h"
+
+namespace ork {
+
+class Trace;
+
+enum class ExpertPolicy {
+  kLru,  // least recently used gives way
+  kLfu,  // least often used so far (over the whole run, every layer counted alike) gives way; ties by recency
+};
+const char* expert_policy_name(ExpertPolicy p);
+
+struct ExpertCacheOptions {
+  uint64_t bytes = 0;  // the slots' memory; at least min_slots() slots must fit
+  ExpertPolicy policy = ExpertPolicy::kLru;
+  int io_threads = 4;  // reads in flight at once
+};
+
+struct ExpertCacheStats {
+  uint64_t slots = 0, slot_bytes = 0;
+  uint64_t requests = 0;         // experts asked for by a layer
+  uint64_t hits = 0;             // ... found resident (or already on their way from a prefetch)
+  uint64_t prefetches = 0;       // prefetch reads started
+  uint64_t prefetch_used = 0;    // ... whose expert a layer then asked for before it was evicted
+  uint64_t bytes_read = 0;       // from the file
+  uint64_t reads = 0;            // read calls
+  double read_seconds = 0;       // summed over the I/O threads: time inside reads
+  double busy_seconds = 0;       // wall time with at least one read in flight (the disk's rate: bytes_read / it)
+  double stall_seconds = 0;      // the caller's time waiting on reads
+  bool direct = false;           // O_DIRECT in use
+  double hit_rate() const { return requests == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(requests); }
+};
+
+class ExpertCache {
+ public:
+  // One expert of one layer: its three matrices (gate, up, down) as views
+  // with no data (the geometry), and where each one's planes and scales
+  // lie in the file.
+  struct Range {
+    uint64_t offset = 0, bytes = 0;
+  };
+  struct Matrix {
+    WeightView view;  // data and scales null
+    Range data, scales;
+    // Its directory entry, whose values are checked as they arrive (a file
+    // opened with its experts' checks left to the reader); null: none.
+    const OrkpackTensor* entry = nullptr;
+  };
+  struct Expert {
+    Matrix m[3];
+  };
+
+  // `experts` is [layer * n_expert + expert]. Fails when the budget holds
+  // fewer than min_slots(k) slots, naming the numbers.
+  static Result<std::unique_ptr<ExpertCache>> create(const std::string& path, std::vector<Expert> experts, int n_layer,
+                                                     int n_expert, int n_expert_used, const ExpertCacheOptions& o);
+  ~ExpertCache();
+  ExpertCache(const ExpertCache&) = delete;
+  ExpertCache& operator=(const ExpertCache&) = delete;
+
+  // Slots the cache needs at least: a layer's k experts and the next
+  // layer's k predicted ones.
+  static int min_slots(int n_expert_used) { return 2 * n_expert_used; }
+  // Bytes of one slot for these experts (each range widened to the direct
+  // read's alignment).
+  static uint64_t slot_bytes_for(std::span<const Expert> experts);
+
+  // Starts reading whichever of `layer`'s experts `ids` (distinct) are not
+  // resident and pins all of them. At most capacity() - pinned() at once.
+  Status request(int layer, std::span<const int32_t> ids);
+  // Waits until they are in (a read error surfaces here) and sets their
+  // views in gate/up/down[id] (vectors of n_expert).
+  Status wait(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate, std::vector<WeightView>& up,
+              std::vector<WeightView>& down);
+  // Unpins them.
+  void release(int layer, std::span<const int32_t> ids);
+  // Starts reading a predicted set of a later layer's experts into slots
+  // nobody pins, behind every demand read; does not wait, never evicts a
+  // pinned slot or one in use since the last request of another layer.
+  void prefetch(int layer, std::span<const int32_t> ids);
+
+  int capacity() const { return static_cast<int>(slots_.size()); }
+  ExpertCacheStats stats() const;
+  void set_trace(Trace* trace);
+
+ private:
+  enum class State { kEmpty, kLoading, kReady, kFailed };
+  struct Slot {
+    int key = -1;  // layer * n_expert + expert
+    State state = State::kEmpty;
+    int pins = 0;
+    int reads_left = 0;
+    uint64_t last_use = 0;
+    bool prefetched = false;  // read by a prefetch, not yet asked for
+    Status error;
+    uint8_t* mem = nullptr;
+  };
+  struct Task {
+    int slot;
+    int matrix;
+  };
+  ExpertCache() = default;
+  // A slot for `key`, evicting by policy among unpinned, settled slots (a
+  // prefetch only among those not used since the current step); -1 if none.
+  int victim(bool for_prefetch) const;
+  void start_read(int slot, int key, bool front);
+  void io_loop();
+  // Where matrix i of a slot's expert lies in its memory: data and scales.
+  WeightView view_of(const Slot& s, int i) const;
+
+  DirectReader file_;
+  std::vector<Expert> experts_;
+  int n_expert_ = 0, n_expert_used_ = 0;
+  ExpertPolicy policy_ = ExpertPolicy::kLru;
+  uint64_t slot_bytes_ = 0;
+  uint8_t* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  std::vector<Slot> slots_;
+  std::vector<int> slot_of_;       // [key]: the slot holding it, or -1
+  std::vector<uint64_t> uses_;     // [key]: times a layer asked for it (LFU)
+
+  mutable std::mutex mu_;
+  std::condition_variable ready_cv_, work_cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  uint64_t tick_ = 0, step_start_ = 0;
+  int reading_ = 0;  // reads in flight, and since when one was
+  std::chrono::steady_clock::time_point busy_since_;
+  int last_layer_ = -1;
+  ExpertCacheStats stats_;
+  Trace* trace_ = nullptr;
+  int trace_track_ = 0;
+  std::vector<std::thread> io_;
+};
+
+}  // namespace ork

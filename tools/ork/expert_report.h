@@ -1,0 +1,22 @@
+// What `ork run --stats` and `ork bench` say of a model whose routed experts
+// are read from disk (Model::expert_cache): the cache, and over a span of
+// decoded tokens its hit rate, the bytes read from disk per token, the
+// disk's read rate and the time decode stalled on reads.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "model/expert_cache.h"
+
+namespace ork::cli {
+
+// `after` less `before` (counts and times; the cache's shape from `after`).
+ExpertCacheStats expert_stats_since(const ExpertCacheStats& after, const ExpertCacheStats& before);
+// One line: "ork: experts: ..." over `tokens` tokens (what `what` names).
+void print_expert_stats(std::FILE* out, const char* what, const ExpertCacheStats& s, uint64_t tokens);
+// The same as a JSON object.
+std::string expert_stats_json(const ExpertCacheStats& s, uint64_t tokens);
+
+}  // namespace ork::cli
