@@ -41,7 +41,21 @@ std::string cgroup_dir(const std::string& mount, std::string path, const std::st
   }
 }
 
-// The room left under this process's memory cgroup: limit less usage.
+// A key's value in a cgroup's memory.stat, or nullopt.
+std::optional<uint64_t> stat_value(const std::string& path, const std::string& want) {
+  std::ifstream in(path);
+  std::string key;
+  uint64_t value = 0;
+  while (in >> key >> value) {
+    if (key == want) return value;
+  }
+  return std::nullopt;
+}
+
+// The room left under this process's memory cgroup: limit less usage, less
+// the inactive page cache in it, which the kernel reclaims before it fails
+// an allocation (a file read once - a mapped model's pages after a full
+// pass - would otherwise count as memory taken).
 std::optional<uint64_t> cgroup_room() {
   std::ifstream in("/proc/self/cgroup");
   std::string line;
@@ -51,16 +65,19 @@ std::optional<uint64_t> cgroup_room() {
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1);
     const std::string path = line.substr(b + 1);
-    std::optional<uint64_t> limit, usage;
+    std::optional<uint64_t> limit, usage, inactive;
     if (controllers == "memory") {
       const std::string dir = cgroup_dir("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes");
       limit = read_number(dir + "/memory.limit_in_bytes");
       usage = read_number(dir + "/memory.usage_in_bytes");
+      inactive = stat_value(dir + "/memory.stat", "total_inactive_file");
     } else if (controllers.empty() && line.compare(0, 2, "0:") == 0) {
       const std::string dir = cgroup_dir("/sys/fs/cgroup", path, "memory.max");
       limit = read_number(dir + "/memory.max");
       usage = read_number(dir + "/memory.current");
+      inactive = stat_value(dir + "/memory.stat", "inactive_file");
     }
+    if (usage && inactive) *usage -= std::min(*usage, *inactive);
     // v1 reports "no limit" as a huge number (PAGE_COUNTER_MAX pages).
     if (limit && usage && *limit < (uint64_t{1} << 60)) return *limit > *usage ? *limit - *usage : 0;
   }

@@ -87,14 +87,17 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const std::string& path
   c->n_expert_ = n_expert;
   c->n_expert_used_ = n_expert_used;
   c->policy_ = o.policy;
+  // On 2 MiB pages where the kernel grants them: the experts are read by
+  // the same streaming kernels as resident weights, which run a third or
+  // more slower on 4 KiB pages (docs/BENCHMARKS.md section 11).
   c->arena_bytes_ = static_cast<size_t>(n_slots * c->slot_bytes_);
-  c->arena_ = static_cast<uint8_t*>(std::aligned_alloc(kDirectAlign, std::max<size_t>(c->arena_bytes_, kDirectAlign)));
-  if (c->arena_ == nullptr) {
+  c->arena_ = HugePages(std::max<size_t>(c->arena_bytes_, kDirectAlign));
+  if (c->arena_.data() == nullptr) {
     return error(StatusCode::kResourceExhausted, "{}: cannot allocate the expert cache's {:.1f} MiB", path,
                  static_cast<double>(c->arena_bytes_) / (1 << 20));
   }
   c->slots_.resize(static_cast<size_t>(n_slots));
-  for (size_t i = 0; i < c->slots_.size(); ++i) c->slots_[i].mem = c->arena_ + i * c->slot_bytes_;
+  for (size_t i = 0; i < c->slots_.size(); ++i) c->slots_[i].mem = c->arena_.data() + i * c->slot_bytes_;
   c->slot_of_.assign(c->experts_.size(), -1);
   c->uses_.assign(c->experts_.size(), 0);
   c->stats_.slots = n_slots;
@@ -111,7 +114,6 @@ ExpertCache::~ExpertCache() {
   }
   work_cv_.notify_all();
   for (std::thread& t : io_) t.join();
-  std::free(arena_);
 }
 
 void ExpertCache::set_trace(Trace* trace) {

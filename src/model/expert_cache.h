@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/direct_reader.h"
+#include "core/mapped_file.h"
 #include "format/orkpack/orkpack.h"
 #include "ork/status.h"
 #include "quant/weight_view.h"
@@ -47,7 +48,10 @@ const char* expert_policy_name(ExpertPolicy p);
 struct ExpertCacheOptions {
   uint64_t bytes = 0;  // the slots' memory; at least min_slots() slots must fit
   ExpertPolicy policy = ExpertPolicy::kLru;
-  int io_threads = 4;  // reads in flight at once
+  // Reads in flight at once. A virtual disk here read 0.6 GB/s with 2,
+  // 1.4 with 4 and 1.7 with 8 or 16 (docs/BENCHMARKS.md section 11); the
+  // threads sleep in the kernel while their reads are in flight.
+  int io_threads = 8;
 };
 
 struct ExpertCacheStats {
@@ -147,7 +151,7 @@ class ExpertCache {
   int n_expert_ = 0, n_expert_used_ = 0;
   ExpertPolicy policy_ = ExpertPolicy::kLru;
   uint64_t slot_bytes_ = 0;
-  uint8_t* arena_ = nullptr;
+  HugePages arena_;
   size_t arena_bytes_ = 0;
   std::vector<Slot> slots_;
   std::vector<int> slot_of_;       // [key]: the slot holding it, or -1

@@ -19,6 +19,7 @@
 #include "load_model.h"
 #include "profile_report.h"
 #include "npu_cli.h"
+#include "core/memory.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/targets.h"
@@ -215,10 +216,13 @@ int bench(BenchOptions& o) {
   if (Status st = check_context(*model, n_ctx, n_batch); !st.is_ok()) return fail(st.to_string());
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> tok(3, c.n_vocab - 1);
-  // A model whose experts stay on disk runs in little memory: its probe
-  // takes a quarter of the usual (still far past the caches).
+  // The probe reads 1 GiB, or an eighth of the memory left where that is
+  // less (a model whose experts stay on disk, a memory cgroup): still far
+  // past the caches, and it leaves the model its memory.
   const ExpertCache* cache = model->expert_cache();
-  const size_t probe_bytes = cache != nullptr ? size_t{256} << 20 : size_t{1} << 30;
+  const std::optional<uint64_t> left = available_memory_bytes();
+  const size_t probe_bytes =
+      std::min<size_t>(size_t{1} << 30, left ? std::max<size_t>(size_t{64} << 20, *left / 8) : size_t{1} << 30);
   std::fprintf(stderr, "ork: measuring read bandwidth (%d threads)...\n", pool.size());
   BandwidthProbe probe(pool, probe_bytes);
   if (!probe.ok()) return fail(fmt::format("cannot allocate the {} MiB the bandwidth probe reads", probe_bytes >> 20));

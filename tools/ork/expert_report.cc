@@ -49,12 +49,16 @@ void print_expert_stats(std::FILE* out, const char* what, const ExpertCacheStats
 
 std::string expert_stats_json(const ExpertCacheStats& s, uint64_t tokens) {
   const Rates r = rates(s, tokens);
-  return fmt::format(
+  std::string out = fmt::format(
       "{{\"slots\": {}, \"slot_bytes\": {}, \"requests\": {}, \"hits\": {}, \"hit_rate\": {:.4f}, \"bytes_read\": {}, "
-      "\"mb_read_per_token\": {:.4f}, \"disk_read_gbps\": {:.3f}, \"reading_ms_per_token\": {:.4f}, \"stall_ms_per_token\": {:.4f}, \"prefetches\": {}, "
-      "\"prefetch_used\": {}, \"direct\": {}}}",
-      s.slots, s.slot_bytes, s.requests, s.hits, s.hit_rate(), s.bytes_read, r.mb_per_token, r.gbps, r.read_ms, r.stall_ms,
-      s.prefetches, s.prefetch_used, s.direct ? "true" : "false");
+      "\"disk_read_gbps\": {:.3f}, \"prefetches\": {}, \"prefetch_used\": {}, \"direct\": {}",
+      s.slots, s.slot_bytes, s.requests, s.hits, s.hit_rate(), s.bytes_read, r.gbps, s.prefetches, s.prefetch_used,
+      s.direct ? "true" : "false");
+  if (tokens > 0) {
+    out += fmt::format(", \"mb_read_per_token\": {:.4f}, \"reading_ms_per_token\": {:.4f}, \"stall_ms_per_token\": {:.4f}",
+                       r.mb_per_token, r.read_ms, r.stall_ms);
+  }
+  return out + "}";
 }
 
 }  // namespace ork::cli

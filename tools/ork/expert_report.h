@@ -16,7 +16,7 @@ namespace ork::cli {
 ExpertCacheStats expert_stats_since(const ExpertCacheStats& after, const ExpertCacheStats& before);
 // One line: "ork: experts: ..." over `tokens` tokens (what `what` names).
 void print_expert_stats(std::FILE* out, const char* what, const ExpertCacheStats& s, uint64_t tokens);
-// The same as a JSON object.
+// The same as a JSON object (without the per-token figures when tokens is 0).
 std::string expert_stats_json(const ExpertCacheStats& s, uint64_t tokens);
 
 }  // namespace ork::cli

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "npu_cli.h"
 #include "core/output_file.h"
+#include "expert_report.h"
 #include "load_model.h"
 #include "model/perplexity.h"
 #include "text_input.h"
@@ -127,6 +128,9 @@ int ppl(PplCliOptions& c) {
                   "\"rms_dp\": %.6f, \"rms_dp_err\": %.6f",
                   s.base_ppl.value, s.kld.value, s.kld.err, s.top1.value, s.top1.err, s.rms_dp.value, s.rms_dp.err);
     }
+    if (const ExpertCache* cache = (*model)->expert_cache()) {
+      std::printf(", \"experts\": %s", expert_stats_json(cache->stats(), 0).c_str());
+    }
     if (has_npu) {
       std::printf(", \"overlay_hits\": %llu, \"overlay_misses\": %llu, \"overlay_hit_rate\": %.6f",
                   static_cast<unsigned long long>(routed.overlay_hits), static_cast<unsigned long long>(routed.overlay_misses),
@@ -143,6 +147,12 @@ int ppl(PplCliOptions& c) {
     std::printf("Mean KLD      %10.6f +/- %.6f\n", s.kld.value, s.kld.err);
     std::printf("Same top-1    %9.3f %% +/- %.3f %%\n", 100 * s.top1.value, 100 * s.top1.err);
     std::printf("RMS delta-p   %9.3f %% +/- %.3f %%\n", 100 * s.rms_dp.value, 100 * s.rms_dp.err);
+  }
+  if (const ExpertCache* cache = (*model)->expert_cache()) {
+    const ExpertCacheStats e = cache->stats();
+    std::printf("Experts       hit rate %.1f %% (%llu of %llu asked), %.1f MB read from disk, cache of %llu\n",
+                100.0 * e.hit_rate(), static_cast<unsigned long long>(e.hits), static_cast<unsigned long long>(e.requests),
+                static_cast<double>(e.bytes_read) / 1e6, static_cast<unsigned long long>(e.slots));
   }
   return 0;
 }
