@@ -220,30 +220,50 @@ Status ExpertCache::request(int layer, std::span<const int32_t> ids) {
   return Status::ok();
 }
 
-Status ExpertCache::wait(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate,
+Status ExpertCache::lend(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate,
                          std::vector<WeightView>& up, std::vector<WeightView>& down) {
-  std::unique_lock lock(mu_);
-  const auto t0 = std::chrono::steady_clock::now();
-  bool waited = false;
-  Status first = Status::ok();
+  std::lock_guard lock(mu_);
   for (int32_t id : ids) {
     const int slot = slot_of_[static_cast<size_t>(layer * n_expert_ + id)];
     if (slot < 0) return error(StatusCode::kInternal, "expert cache: layer {} expert {} was not requested", layer, id);
-    Slot& s = slots_[static_cast<size_t>(slot)];
-    if (s.state == State::kLoading) {
-      waited = true;
-      ready_cv_.wait(lock, [&] { return s.state != State::kLoading; });
-    }
-    if (s.state == State::kFailed) {
-      if (first.is_ok()) first = s.error;
-      continue;
-    }
+    const Slot& s = slots_[static_cast<size_t>(slot)];
     gate[static_cast<size_t>(id)] = view_of(s, 0);
     up[static_cast<size_t>(id)] = view_of(s, 1);
     down[static_cast<size_t>(id)] = view_of(s, 2);
   }
-  if (waited) stats_.stall_seconds += seconds_since(t0);
-  return first;
+  return Status::ok();
+}
+
+bool ExpertCache::present(int layer, int32_t id) const {
+  std::lock_guard lock(mu_);
+  const int slot = slot_of_[static_cast<size_t>(layer * n_expert_ + id)];
+  return slot < 0 || slots_[static_cast<size_t>(slot)].state != State::kLoading;
+}
+
+Status ExpertCache::await_one(int layer, int32_t id) {
+  std::unique_lock lock(mu_);
+  const int slot = slot_of_[static_cast<size_t>(layer * n_expert_ + id)];
+  if (slot < 0) return error(StatusCode::kInternal, "expert cache: layer {} expert {} was not requested", layer, id);
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (s.state == State::kLoading) {
+    // Stalled: wall time with at least one caller waiting (two threads
+    // waiting at once count once).
+    if (waiting_++ == 0) stall_since_ = std::chrono::steady_clock::now();
+    ready_cv_.wait(lock, [&] { return s.state != State::kLoading; });
+    if (--waiting_ == 0) stats_.stall_seconds += seconds_since(stall_since_);
+  }
+  return s.state == State::kFailed ? s.error : Status::ok();
+}
+
+Status ExpertCache::wait(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate,
+                         std::vector<WeightView>& up, std::vector<WeightView>& down) {
+  Status first = Status::ok();
+  for (int32_t id : ids) {
+    Status s = await_one(layer, id);
+    if (!s.is_ok() && first.is_ok()) first = std::move(s);
+  }
+  if (!first.is_ok()) return first;
+  return lend(layer, ids, gate, up, down);
 }
 
 void ExpertCache::release(int layer, std::span<const int32_t> ids) {

@@ -64,7 +64,7 @@ struct ExpertCacheStats {
   uint64_t reads = 0;            // read calls
   double read_seconds = 0;       // summed over the I/O threads: time inside reads
   double busy_seconds = 0;       // wall time with at least one read in flight (the disk's rate: bytes_read / it)
-  double stall_seconds = 0;      // the caller's time waiting on reads
+  double stall_seconds = 0;      // wall time with a caller waiting on reads
   bool direct = false;           // O_DIRECT in use
   double hit_rate() const { return requests == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(requests); }
 };
@@ -110,6 +110,15 @@ class ExpertCache {
   // views in gate/up/down[id] (vectors of n_expert).
   Status wait(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate, std::vector<WeightView>& up,
               std::vector<WeightView>& down);
+  // The same views at once, whether the bytes are in yet or not (the slots
+  // are fixed at request): for a caller that awaits each expert before it
+  // reads it (present, await_one).
+  Status lend(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate, std::vector<WeightView>& up,
+              std::vector<WeightView>& down);
+  // Whether a requested expert's bytes are in (or its read failed).
+  bool present(int layer, int32_t id) const;
+  // Waits until they are; a read error surfaces here.
+  Status await_one(int layer, int32_t id);
   // Unpins them.
   void release(int layer, std::span<const int32_t> ids);
   // Starts reading a predicted set of a later layer's experts into slots
@@ -164,6 +173,8 @@ class ExpertCache {
   uint64_t tick_ = 0, step_start_ = 0;
   int reading_ = 0;  // reads in flight, and since when one was
   std::chrono::steady_clock::time_point busy_since_;
+  int waiting_ = 0;  // callers waiting on reads, and since when one was
+  std::chrono::steady_clock::time_point stall_since_;
   int last_layer_ = -1;
   ExpertCacheStats stats_;
   Trace* trace_ = nullptr;
