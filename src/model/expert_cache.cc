@@ -96,6 +96,11 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const std::string& path
     return error(StatusCode::kResourceExhausted, "{}: cannot allocate the expert cache's {:.1f} MiB", path,
                  static_cast<double>(c->arena_bytes_) / (1 << 20));
   }
+  // Faulted in now, not by the reads during decode: a first touch of each
+  // 2 MiB page clears it, and with a cache still filling that cost fell on
+  // every miss (on the 12-layer shape with 880 slots decode ran at half
+  // speed until every slot had been used once).
+  for (size_t at = 0; at < c->arena_bytes_; at += kDirectAlign) c->arena_.data()[at] = 0;
   c->slots_.resize(static_cast<size_t>(n_slots));
   for (size_t i = 0; i < c->slots_.size(); ++i) c->slots_[i].mem = c->arena_.data() + i * c->slot_bytes_;
   c->slot_of_.assign(c->experts_.size(), -1);
@@ -103,7 +108,8 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const std::string& path
   c->stats_.slots = n_slots;
   c->stats_.slot_bytes = c->slot_bytes_;
   c->stats_.direct = c->file_.direct();
-  for (int i = 0; i < std::max(1, o.io_threads); ++i) c->io_.emplace_back([p = c.get()] { p->io_loop(); });
+  c->trace_tracks_.assign(static_cast<size_t>(std::max(1, o.io_threads)), 0);
+  for (int i = 0; i < std::max(1, o.io_threads); ++i) c->io_.emplace_back([p = c.get(), i] { p->io_loop(i); });
   return c;
 }
 
@@ -119,30 +125,40 @@ ExpertCache::~ExpertCache() {
 void ExpertCache::set_trace(Trace* trace) {
   std::lock_guard lock(mu_);
   trace_ = trace;
-  if (trace_ != nullptr) trace_track_ = trace_->track("expert reads");
+  // A track per I/O thread: reads in flight at once overlap, and one
+  // track's events must nest.
+  for (size_t i = 0; trace_ != nullptr && i < trace_tracks_.size(); ++i) {
+    trace_tracks_[i] = trace_->track(fmt::format("expert reads {}", i));
+  }
 }
 
 int ExpertCache::victim(bool for_prefetch) const {
+  // Empty slots first; then by policy among the unpinned, settled ones -
+  // passing over, while any other will do, what a prefetch brought in for
+  // the layer now asking and it has not asked for yet (it is about to).
   int best = -1;
+  bool best_fresh = false;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     if (s.state == State::kEmpty) return static_cast<int>(i);
     if (s.pins > 0 || s.state == State::kLoading) continue;
     // A prefetch does not push out what this step used or brought in.
     if (for_prefetch && s.last_use >= step_start_) continue;
-    if (best < 0) {
+    const bool fresh = s.prefetched && s.key / n_expert_ == last_layer_;
+    bool better = best < 0 || (best_fresh && !fresh);
+    if (!better && best >= 0 && fresh == best_fresh) {
+      const Slot& b = slots_[static_cast<size_t>(best)];
+      if (policy_ == ExpertPolicy::kLfu) {
+        const uint64_t us = uses_[static_cast<size_t>(s.key)], ub = uses_[static_cast<size_t>(b.key)];
+        better = us < ub || (us == ub && s.last_use < b.last_use);
+      } else {
+        better = s.last_use < b.last_use;
+      }
+    }
+    if (better) {
       best = static_cast<int>(i);
-      continue;
+      best_fresh = fresh;
     }
-    const Slot& b = slots_[static_cast<size_t>(best)];
-    bool better;
-    if (policy_ == ExpertPolicy::kLfu) {
-      const uint64_t us = uses_[static_cast<size_t>(s.key)], ub = uses_[static_cast<size_t>(b.key)];
-      better = us < ub || (us == ub && s.last_use < b.last_use);
-    } else {
-      better = s.last_use < b.last_use;
-    }
-    if (better) best = static_cast<int>(i);
   }
   return best;
 }
@@ -310,7 +326,7 @@ WeightView ExpertCache::view_of(const Slot& s, int i) const {
   return v;
 }
 
-void ExpertCache::io_loop() {
+void ExpertCache::io_loop(int index) {
   std::unique_lock lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -324,7 +340,7 @@ void ExpertCache::io_loop() {
     const MatrixLayout l = layout_of(e.m[task.matrix]);
     uint8_t* dst = s.mem + at;
     Trace* trace = trace_;
-    const int track = trace_track_;
+    const int track = trace_tracks_[static_cast<size_t>(index)];
     const int key = s.key;
     if (reading_++ == 0) busy_since_ = std::chrono::steady_clock::now();
     // The slot is kLoading: nobody moves or evicts it while it is read.

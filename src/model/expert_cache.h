@@ -151,7 +151,7 @@ class ExpertCache {
   // prefetch only among those not used since the current step); -1 if none.
   int victim(bool for_prefetch) const;
   void start_read(int slot, int key, bool front);
-  void io_loop();
+  void io_loop(int index);
   // Where matrix i of a slot's expert lies in its memory: data and scales.
   WeightView view_of(const Slot& s, int i) const;
 
@@ -178,7 +178,7 @@ class ExpertCache {
   int last_layer_ = -1;
   ExpertCacheStats stats_;
   Trace* trace_ = nullptr;
-  int trace_track_ = 0;
+  std::vector<int> trace_tracks_;  // per I/O thread
   std::vector<std::thread> io_;
 };
 
