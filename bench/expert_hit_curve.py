@@ -67,16 +67,24 @@ def main():
         pack = os.path.join(d, "sotu-moe-i4.orkpack")
         subprocess.run([a.ork, "pack", model, "-o", pack, "--uniform", "i4"], check=True, capture_output=True)
         # The memory that is not the cache: a first run's budget less its slots.
-        first = ppl(a.ork, pack, text, 16.0, "lru", 1)["experts"]
+        first, probe = None, 1.0
+        while first is None:  # the least budget that makes a cache (below it: refused; above the model: none)
+            probe += 0.25
+            try:
+                first = ppl(a.ork, pack, text, probe, "lru", 1).get("experts")
+            except subprocess.CalledProcessError:
+                pass
+            if probe > 64:
+                sys.exit("no budget between 1 and 64 MiB made an expert cache")
         slot = first["slot_bytes"] / (1 << 20)
-        fixed = 16.0 - first["slots"] * slot
+        fixed = probe - first["slots"] * slot
         total = 32  # 4 layers of 8 experts
         curves = {}
         print("| experts held | " + " | ".join("%s hit rate | MB read" % p for p in ("lru", "lfu")) + " |")
         print("|---|" + "---|---|" * 2)
         rows = {}
-        # (All 32 would fit the model whole, which then loads without a cache.)
-        for slots in (4, 6, 8, 10, 12, 16, 20, 24, 28, 31):
+        # (From about 27 the budget holds the whole model, which then loads without a cache.)
+        for slots in (4, 6, 8, 10, 12, 16, 20, 24):
             for policy in ("lru", "lfu"):
                 mem = fixed + (slots + 0.5) * slot
                 for _ in range(4):  # the fixed part is known to a slot: correct by what was had
