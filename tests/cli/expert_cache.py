@@ -6,7 +6,9 @@ the fully resident run; --mem and --expert-policy do the same by request;
 --stats and `ork bench --json` report the cache; a budget too small, a
 malformed --mem and --npu with experts on disk are clear errors.
 
-Usage: expert_cache.py ORK
+Usage: expert_cache.py ORK [--sanitized]
+(--sanitized: the cgroup part is left out - a sanitizer's own memory, its
+shadow and quarantine, is many times this model's and would decide the run.)
 """
 import json
 import os
@@ -69,6 +71,10 @@ def main():
         rc, _, err = run(ork, ["run", "-m", pack, "--mem", "30M", "--npu", "vnpu:rk3588"] + PROMPT)
         expect(rc != 0 and "--npu" in err and "expert cache" in err, "--npu with experts on disk is refused", err)
 
+        if "--sanitized" in sys.argv:
+            print("SKIP cli.expert_cache (cgroup part): a sanitizer build's own memory exceeds the cap")
+            print("PASS cli.expert_cache (without the cgroup part)")
+            return 0
         # By necessity: a memory cgroup of half the model (it counts the page
         # cache too). With no --mem, ork sees the cgroup's limit, keeps the
         # experts on disk, and says why.
