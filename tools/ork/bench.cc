@@ -273,20 +273,7 @@ int bench(BenchOptions& o) {
       if (Status st = ctx.eval(std::span<const int32_t>(&t, 1), logits); !st.is_ok()) return fail(st.to_string());
     }
     tg.push_back(o.n_gen / (now_s() - t1));
-    if (cache != nullptr) {
-      const ExpertCacheStats d = expert_stats_since(cache->stats(), cache0);
-      const ExpertCacheStats sum = decode_cache;
-      decode_cache = d;
-      decode_cache.requests += sum.requests;
-      decode_cache.hits += sum.hits;
-      decode_cache.prefetches += sum.prefetches;
-      decode_cache.prefetch_used += sum.prefetch_used;
-      decode_cache.bytes_read += sum.bytes_read;
-      decode_cache.reads += sum.reads;
-      decode_cache.read_seconds += sum.read_seconds;
-      decode_cache.busy_seconds += sum.busy_seconds;
-      decode_cache.stall_seconds += sum.stall_seconds;
-    }
+    if (cache != nullptr) add_expert_stats(decode_cache, expert_stats_since(cache->stats(), cache0));
     ctx.set_profile(nullptr);
     decode_stats.add(ctx.dispatch_stats());
     ctx.set_npu(nullptr);

@@ -18,6 +18,20 @@ ExpertCacheStats expert_stats_since(const ExpertCacheStats& after, const ExpertC
   return d;
 }
 
+void add_expert_stats(ExpertCacheStats& sum, const ExpertCacheStats& d) {
+  const ExpertCacheStats before = sum;
+  sum = d;
+  sum.requests += before.requests;
+  sum.hits += before.hits;
+  sum.prefetches += before.prefetches;
+  sum.prefetch_used += before.prefetch_used;
+  sum.bytes_read += before.bytes_read;
+  sum.reads += before.reads;
+  sum.read_seconds += before.read_seconds;
+  sum.busy_seconds += before.busy_seconds;
+  sum.stall_seconds += before.stall_seconds;
+}
+
 namespace {
 
 struct Rates {

@@ -14,6 +14,8 @@ namespace ork::cli {
 
 // `after` less `before` (counts and times; the cache's shape from `after`).
 ExpertCacheStats expert_stats_since(const ExpertCacheStats& after, const ExpertCacheStats& before);
+// `sum` plus the counts and times of `d` (the cache's shape from `d`).
+void add_expert_stats(ExpertCacheStats& sum, const ExpertCacheStats& d);
 // One line: "ork: experts: ..." over `tokens` tokens (what `what` names).
 void print_expert_stats(std::FILE* out, const char* what, const ExpertCacheStats& s, uint64_t tokens);
 // The same as a JSON object (without the per-token figures when tokens is 0).
