@@ -60,9 +60,7 @@ void HugePages::release_to(void** base, size_t* mapped_bytes) {
 bool MappedFile::resident_fits(size_t bytes) {
   const std::optional<uint64_t> available = available_memory_bytes();
   if (!available) return true;  // nothing to go by: try
-  // Room for the rest of the process: 512 MiB, or a quarter of a small budget.
-  const uint64_t margin = std::min<uint64_t>(uint64_t{512} << 20, *available / 4);
-  return bytes + margin <= *available;
+  return bytes + memory_margin(*available) <= *available;
 }
 
 MappedFile::~MappedFile() { release(); }

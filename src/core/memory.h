@@ -14,4 +14,8 @@ namespace ork {
 // limit can be read (nothing to go by).
 std::optional<uint64_t> available_memory_bytes();
 
+// What a large allocation leaves of `available` for the rest of the process:
+// 512 MiB, or a quarter of a small budget.
+inline uint64_t memory_margin(uint64_t available) { return available / 4 < (uint64_t{512} << 20) ? available / 4 : uint64_t{512} << 20; }
+
 }  // namespace ork

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <limits>
 
 #include <fmt/format.h>
 
@@ -11,41 +9,6 @@
 
 namespace ork {
 namespace {
-
-// How one matrix lies in a slot: one read when its scales follow its
-// planes within a block (the orkpack writer's order), else two.
-struct MatrixLayout {
-  uint64_t size = 0;          // bytes of the slot it takes
-  int n_reads = 0;
-  ExpertCache::Range read[2];  // file ranges
-  uint64_t read_at[2] = {};   // where each lands in the slot (from the matrix's start)
-  uint64_t data_at = 0, scales_at = 0;
-};
-
-MatrixLayout layout_of(const ExpertCache::Matrix& m) {
-  MatrixLayout l;
-  const uint64_t data_end = m.data.offset + m.data.bytes;
-  const bool merged = m.scales.bytes == 0 || (m.scales.offset >= data_end && m.scales.offset - data_end < kDirectAlign);
-  const uint64_t a = DirectReader::aligned_start(m.data.offset);
-  if (merged) {
-    const uint64_t end = m.scales.bytes == 0 ? data_end : m.scales.offset + m.scales.bytes;
-    l.n_reads = 1;
-    l.read[0] = {m.data.offset, end - m.data.offset};
-    l.size = DirectReader::aligned_span(m.data.offset, end - m.data.offset);
-    l.data_at = m.data.offset - a;
-    l.scales_at = m.scales.bytes == 0 ? 0 : m.scales.offset - a;
-    return l;
-  }
-  l.n_reads = 2;
-  l.read[0] = {m.data.offset, m.data.bytes};
-  const uint64_t data_span = DirectReader::aligned_span(m.data.offset, m.data.bytes);
-  l.read[1] = {m.scales.offset, m.scales.bytes};
-  l.read_at[1] = data_span;
-  l.size = data_span + DirectReader::aligned_span(m.scales.offset, m.scales.bytes);
-  l.data_at = m.data.offset - a;
-  l.scales_at = data_span + (m.scales.offset - DirectReader::aligned_start(m.scales.offset));
-  return l;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -55,11 +18,35 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 const char* expert_policy_name(ExpertPolicy p) { return p == ExpertPolicy::kLfu ? "lfu" : "lru"; }
 
+ExpertCache::Placement ExpertCache::place(const Matrix& m) {
+  Placement l;
+  const uint64_t data_end = m.data.offset + m.data.bytes;
+  const bool merged = m.scales.bytes == 0 || (m.scales.offset >= data_end && m.scales.offset - data_end < kDirectAlign);
+  const uint64_t a = DirectReader::aligned_start(m.data.offset);
+  l.data_at = m.data.offset - a;
+  if (merged) {
+    const uint64_t end = m.scales.bytes == 0 ? data_end : m.scales.offset + m.scales.bytes;
+    l.n_reads = 1;
+    l.read[0] = {m.data.offset, end - m.data.offset};
+    l.size = DirectReader::aligned_span(m.data.offset, end - m.data.offset);
+    l.scales_at = m.scales.bytes == 0 ? 0 : m.scales.offset - a;
+    return l;
+  }
+  const uint64_t data_span = DirectReader::aligned_span(m.data.offset, m.data.bytes);
+  l.n_reads = 2;
+  l.read[0] = {m.data.offset, m.data.bytes};
+  l.read[1] = {m.scales.offset, m.scales.bytes};
+  l.read_at[1] = data_span;
+  l.size = data_span + DirectReader::aligned_span(m.scales.offset, m.scales.bytes);
+  l.scales_at = data_span + (m.scales.offset - DirectReader::aligned_start(m.scales.offset));
+  return l;
+}
+
 uint64_t ExpertCache::slot_bytes_for(std::span<const Expert> experts) {
   uint64_t most = 0;
   for (const Expert& e : experts) {
     uint64_t bytes = 0;
-    for (const Matrix& m : e.m) bytes += layout_of(m).size;
+    for (const Matrix& m : e.m) bytes += place(m).size;
     most = std::max(most, bytes);
   }
   return most;
@@ -84,6 +71,16 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const std::string& path
                  static_cast<double>(c->slot_bytes_ * static_cast<uint64_t>(min_slots(n_expert_used))) / (1 << 20));
   }
   c->experts_ = std::move(experts);
+  c->placements_.resize(c->experts_.size());
+  for (size_t key = 0; key < c->experts_.size(); ++key) {
+    uint64_t at = 0;
+    for (int m = 0; m < 3; ++m) {
+      Placement& p = c->placements_[key][static_cast<size_t>(m)];
+      p = place(c->experts_[key].m[m]);
+      p.at = at;
+      at += p.size;
+    }
+  }
   c->n_expert_ = n_expert;
   c->n_expert_used_ = n_expert_used;
   c->policy_ = o.policy;
@@ -250,12 +247,6 @@ Status ExpertCache::lend(int layer, std::span<const int32_t> ids, std::vector<We
   return Status::ok();
 }
 
-bool ExpertCache::present(int layer, int32_t id) const {
-  std::lock_guard lock(mu_);
-  const int slot = slot_of_[static_cast<size_t>(layer * n_expert_ + id)];
-  return slot < 0 || slots_[static_cast<size_t>(slot)].state != State::kLoading;
-}
-
 Status ExpertCache::await_one(int layer, int32_t id) {
   std::unique_lock lock(mu_);
   const int slot = slot_of_[static_cast<size_t>(layer * n_expert_ + id)];
@@ -316,13 +307,11 @@ void ExpertCache::prefetch(int layer, std::span<const int32_t> ids) {
 }
 
 WeightView ExpertCache::view_of(const Slot& s, int i) const {
-  const Expert& e = experts_[static_cast<size_t>(s.key)];
-  uint64_t at = 0;
-  for (int j = 0; j < i; ++j) at += layout_of(e.m[j]).size;
-  const MatrixLayout l = layout_of(e.m[i]);
-  WeightView v = e.m[i].view;
-  v.data = s.mem + at + l.data_at;
-  v.scales = e.m[i].scales.bytes == 0 ? nullptr : reinterpret_cast<const float*>(s.mem + at + l.scales_at);
+  const Matrix& m = experts_[static_cast<size_t>(s.key)].m[i];
+  const Placement& p = placements_[static_cast<size_t>(s.key)][static_cast<size_t>(i)];
+  WeightView v = m.view;
+  v.data = s.mem + p.at + p.data_at;
+  v.scales = m.scales.bytes == 0 ? nullptr : reinterpret_cast<const float*>(s.mem + p.at + p.scales_at);
   return v;
 }
 
@@ -335,10 +324,8 @@ void ExpertCache::io_loop(int index) {
     queue_.pop_front();
     Slot& s = slots_[static_cast<size_t>(task.slot)];
     const Expert& e = experts_[static_cast<size_t>(s.key)];
-    uint64_t at = 0;
-    for (int j = 0; j < task.matrix; ++j) at += layout_of(e.m[j]).size;
-    const MatrixLayout l = layout_of(e.m[task.matrix]);
-    uint8_t* dst = s.mem + at;
+    const Placement& l = placements_[static_cast<size_t>(s.key)][static_cast<size_t>(task.matrix)];
+    uint8_t* dst = s.mem + l.at;
     Trace* trace = trace_;
     const int track = trace_tracks_[static_cast<size_t>(index)];
     const int key = s.key;

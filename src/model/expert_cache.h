@@ -18,6 +18,7 @@
 // pinned.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -110,15 +111,6 @@ class ExpertCache {
   // views in gate/up/down[id] (vectors of n_expert).
   Status wait(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate, std::vector<WeightView>& up,
               std::vector<WeightView>& down);
-  // The same views at once, whether the bytes are in yet or not (the slots
-  // are fixed at request): for a caller that awaits each expert before it
-  // reads it (present, await_one).
-  Status lend(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate, std::vector<WeightView>& up,
-              std::vector<WeightView>& down);
-  // Whether a requested expert's bytes are in (or its read failed).
-  bool present(int layer, int32_t id) const;
-  // Waits until they are; a read error surfaces here.
-  Status await_one(int layer, int32_t id);
   // Unpins them.
   void release(int layer, std::span<const int32_t> ids);
   // Starts reading a predicted set of a later layer's experts into slots
@@ -146,7 +138,24 @@ class ExpertCache {
     int slot;
     int matrix;
   };
+  // Where one matrix of an expert lies in its slot and what is read for it:
+  // one read when its scales follow its planes within a block (the orkpack
+  // writer's order), else two. Made once per expert, at create.
+  struct Placement {
+    uint64_t at = 0;    // from the slot's start
+    uint64_t size = 0;  // bytes of the slot it takes
+    int n_reads = 0;
+    Range read[2];              // file ranges
+    uint64_t read_at[2] = {};   // where each lands (from `at`)
+    uint64_t data_at = 0, scales_at = 0;  // where the planes and scales start (from `at`)
+  };
+  static Placement place(const Matrix& m);
   ExpertCache() = default;
+  // wait()'s two halves: one expert's read awaited (its error), and the
+  // views of requested experts set from their slots.
+  Status await_one(int layer, int32_t id);
+  Status lend(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate, std::vector<WeightView>& up,
+              std::vector<WeightView>& down);
   // A slot for `key`, evicting by policy among unpinned, settled slots (a
   // prefetch only among those not used since the current step); -1 if none.
   int victim(bool for_prefetch) const;
@@ -157,6 +166,7 @@ class ExpertCache {
 
   DirectReader file_;
   std::vector<Expert> experts_;
+  std::vector<std::array<Placement, 3>> placements_;  // [key]
   int n_expert_ = 0, n_expert_used_ = 0;
   ExpertPolicy policy_ = ExpertPolicy::kLru;
   uint64_t slot_bytes_ = 0;

@@ -13,6 +13,36 @@ namespace {
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
+Status not_an_orkpack(const std::string& path) {
+  return error(StatusCode::kUnsupported, "{}: not an orkpack (the expert cache reads an orkpack's experts)", path);
+}
+
+// What an orkpack holds beside its routed experts and in them, and the
+// model's configuration (with its vocabulary, which binding would read
+// from the embedding) - what a budget is checked against before a load.
+struct Footprint {
+  uint64_t resident = 0, experts = 0;
+  ModelConfig config;
+};
+
+Footprint footprint_of(const OrkpackFile& pack) {
+  Footprint f;
+  for (const OrkpackTensor& t : pack.tensors()) {
+    (Model::routed_expert_tensor(t.spec.name) ? f.experts : f.resident) += t.data_size + t.scales_size;
+  }
+  if (auto c = read_model_config(pack.metadata()); c.is_ok()) f.config = *c;
+  if (const OrkpackTensor* t = pack.find_tensor("token_embd.weight"); t != nullptr && t->spec.dims.size() == 2) {
+    f.config.n_vocab = static_cast<int>(std::min<uint64_t>(t->spec.dims[1], 1u << 24));
+  }
+  return f;
+}
+
+// Directory and metadata only: no tensor's values are read.
+Result<OrkpackFile> open_for_sizes(const std::string& path) {
+  if (!OrkpackFile::sniff_file(path)) return not_an_orkpack(path);
+  return OrkpackFile::open(path, MappedFile::Residency::kMapped, [](const std::string&) { return true; });
+}
+
 }  // namespace
 
 bool Model::routed_expert_tensor(const std::string& name) {
@@ -27,44 +57,22 @@ bool Model::routed_expert_tensor(const std::string& name) {
 }
 
 Result<std::pair<uint64_t, uint64_t>> Model::resident_and_expert_bytes(const std::string& path) {
-  if (!OrkpackFile::sniff_file(path)) {
-    return error(StatusCode::kUnsupported, "{}: not an orkpack (the expert cache reads an orkpack's experts)", path);
-  }
-  ORK_ASSIGN_OR_RETURN(OrkpackFile pack, OrkpackFile::open(path, MappedFile::Residency::kMapped,
-                                                           [](const std::string&) { return true; }));
-  uint64_t resident = 0, experts = 0;
-  for (const OrkpackTensor& t : pack.tensors()) {
-    (routed_expert_tensor(t.spec.name) ? experts : resident) += t.data_size + t.scales_size;
-  }
-  return std::make_pair(resident, experts);
+  ORK_ASSIGN_OR_RETURN(OrkpackFile pack, open_for_sizes(path));
+  const Footprint f = footprint_of(pack);
+  return std::make_pair(f.resident, f.experts);
 }
 
 Result<std::unique_ptr<Model>> Model::load_experts_on_disk(const std::string& path, uint64_t budget,
                                                            const std::function<uint64_t(const ModelConfig&)>& reserve_for,
                                                            const ExpertCacheOptions& options) {
-  if (!OrkpackFile::sniff_file(path)) {
-    return error(StatusCode::kUnsupported, "{}: not an orkpack (the expert cache reads an orkpack's experts)", path);
-  }
+  if (!OrkpackFile::sniff_file(path)) return not_an_orkpack(path);
   // The experts' values are checked as the cache reads them, not here:
   // that would read the whole file.
   ORK_ASSIGN_OR_RETURN(OrkpackFile pack, OrkpackFile::open(path, MappedFile::Residency::kMapped, routed_expert_tensor));
-  uint64_t resident = 0;
-  std::vector<const OrkpackTensor*> expert_tensors;
-  for (const OrkpackTensor& t : pack.tensors()) {
-    if (routed_expert_tensor(t.spec.name)) {
-      expert_tensors.push_back(&t);
-    } else {
-      resident += t.data_size + t.scales_size;
-    }
-  }
-  if (expert_tensors.empty()) {
-    return error(StatusCode::kUnsupported, "{}: the model has no routed experts to keep on disk", path);
-  }
-  ORK_ASSIGN_OR_RETURN(ModelConfig config, read_model_config(pack.metadata()));
-  if (const OrkpackTensor* t = pack.find_tensor("token_embd.weight"); t != nullptr && t->spec.dims.size() == 2) {
-    config.n_vocab = static_cast<int>(std::min<uint64_t>(t->spec.dims[1], 1u << 24));
-  }
-  const uint64_t reserve = reserve_for ? reserve_for(config) : 0;
+  const Footprint f = footprint_of(pack);
+  if (f.experts == 0) return error(StatusCode::kUnsupported, "{}: the model has no routed experts to keep on disk", path);
+  const uint64_t resident = f.resident;
+  const uint64_t reserve = reserve_for ? reserve_for(f.config) : 0;
   if (resident + reserve >= budget) {
     return error(StatusCode::kResourceExhausted,
                  "{}: a memory budget of {:.1f} MiB is too small: the tensors kept in memory (all but the routed experts) "
@@ -122,30 +130,21 @@ Result<std::unique_ptr<Model>> Model::load_within_budget(const std::string& path
   if (!OrkpackFile::sniff_file(path) || (budget == 0 && residency == MappedFile::Residency::kMapped)) {
     return load(path, residency);
   }
-  uint64_t resident = 0, experts = 0;
-  ModelConfig config;
+  Footprint f;
   {
     // Sizes only: the values are checked by the load that follows.
-    ORK_ASSIGN_OR_RETURN(OrkpackFile pack, OrkpackFile::open(path, MappedFile::Residency::kMapped,
-                                                             [](const std::string&) { return true; }));
-    for (const OrkpackTensor& t : pack.tensors()) {
-      (routed_expert_tensor(t.spec.name) ? experts : resident) += t.data_size + t.scales_size;
-    }
-    auto c = read_model_config(pack.metadata());
-    if (c.is_ok()) config = *c;
-    if (const OrkpackTensor* t = pack.find_tensor("token_embd.weight"); t != nullptr && t->spec.dims.size() == 2) {
-      config.n_vocab = static_cast<int>(std::min<uint64_t>(t->spec.dims[1], 1u << 24));
-    }
+    ORK_ASSIGN_OR_RETURN(OrkpackFile pack, open_for_sizes(path));
+    f = footprint_of(pack);
   }
-  if (experts == 0) return load(path, residency);  // nothing to keep on disk
+  if (f.experts == 0) return load(path, residency);  // nothing to keep on disk
   if (budget == 0) {
     // No budget given: the model if it fits, else what is available less a
     // margin (MappedFile's own rule for a resident copy).
-    if (MappedFile::resident_fits(resident + experts)) return load(path, residency);
+    if (MappedFile::resident_fits(f.resident + f.experts)) return load(path, residency);
     const std::optional<uint64_t> available = available_memory_bytes();
     if (!available) return load(path, residency);
-    budget = *available - std::min<uint64_t>(*available / 4, 512ull << 20);
-  } else if (resident + experts + (reserve ? reserve(config) : 0) <= budget) {
+    budget = *available - memory_margin(*available);
+  } else if (f.resident + f.experts + (reserve ? reserve(f.config) : 0) <= budget) {
     return load(path, residency);
   }
   return load_experts_on_disk(path, budget, reserve, o);
