@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "core/escape.h"
 #include "core/memory.h"
@@ -118,6 +119,34 @@ TEST(OutputFile, AFatalSignalRemovesTheTemporary) {
   ASSERT_TRUE(WIFSIGNALED(status)) << status;
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
   EXPECT_EQ(entries(dir), 0);
+}
+
+// A signal may arrive at any moment, on any thread: while a temporary is
+// being created included (mkstemp-then-register once left a window there in
+// which `ork synth` killed by SIGTERM left its temporary behind). Children
+// create and abandon files on two threads and are killed at random times.
+TEST(OutputFile, ASignalAtAnyMomentLeavesNothing) {
+  const std::string dir = fresh_dir("signal_any");
+  for (int round = 0; round < 40; ++round) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto churn = [&](const std::string& name) {
+        for (;;) {
+          auto f = OutputFile::create(dir + "/" + name);
+          if (!f.is_ok()) _exit(3);
+        }
+      };
+      std::thread other(churn, "a.bin");
+      churn("b.bin");
+    }
+    ::usleep(2000 + static_cast<useconds_t>(round * 397 % 3000));
+    ::kill(child, SIGTERM);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "round " << round << ": " << status;
+    ASSERT_EQ(entries(dir), 0) << "round " << round;
+  }
 }
 
 TEST(OutputFile, DevicesAreWrittenInPlaceAndDirectoriesRefused) {

@@ -1,6 +1,7 @@
 #include "core/output_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <mutex>
+#include <random>
 
 namespace ork {
 namespace {
@@ -24,13 +26,48 @@ struct TempSlot {
 constexpr int kTempSlots = 64;
 TempSlot g_temp_slots[kTempSlots];
 
+// Other threads run on while the handler does: one may be creating a
+// temporary at that moment. Creation is a short section with the fatal
+// signals blocked on its thread, counted here; the handler (on another
+// thread, then) closes the door and waits for the sections under way, so
+// no file can appear after its sweep.
+std::atomic<int> g_creating{0};
+std::atomic<bool> g_dying{false};
+
 void remove_temporaries_and_die(int sig) {
+  g_dying.store(true);
+  while (g_creating.load() > 0) {
+  }
   for (TempSlot& s : g_temp_slots) {
     if (s.state.load(std::memory_order_acquire) == 2) ::unlink(s.path);
   }
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
+
+class CreationSection {
+ public:
+  CreationSection() {
+    sigset_t fatal;
+    sigemptyset(&fatal);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&fatal, sig);
+    ::pthread_sigmask(SIG_BLOCK, &fatal, &old_);
+    g_creating.fetch_add(1);
+    if (g_dying.load()) {
+      g_creating.fetch_sub(1);
+      for (;;) ::pause();  // the handler is sweeping; the process is about to die
+    }
+  }
+  ~CreationSection() {
+    g_creating.fetch_sub(1);
+    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  CreationSection(const CreationSection&) = delete;
+  CreationSection& operator=(const CreationSection&) = delete;
+
+ private:
+  sigset_t old_;
+};
 
 void install_handlers_once() {
   static std::once_flag once;
@@ -50,7 +87,6 @@ void install_handlers_once() {
 }
 
 int register_temp(const std::string& path) {
-  install_handlers_once();
   if (path.size() >= sizeof(TempSlot::path)) return -1;
   for (int i = 0; i < kTempSlots; ++i) {
     int expected = 0;
@@ -84,14 +120,15 @@ std::string base_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-mode_t file_mode() {
-  // New files get 0666 less the umask, as fopen's would; mkstemp makes 0600.
-  static const mode_t mode = [] {
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    return static_cast<mode_t>(0666 & ~mask);
-  }();
-  return mode;
+// Six characters from a per-process random stream, as mkstemp's XXXXXX.
+std::string random_suffix() {
+  static std::mutex mutex;
+  static std::mt19937_64 rng(std::random_device{}() ^ (static_cast<uint64_t>(::getpid()) << 32));
+  static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string s(6, 'X');
+  for (char& c : s) c = kChars[rng() % (sizeof(kChars) - 1)];
+  return s;
 }
 
 constexpr size_t kBufferBytes = 1 << 20;
@@ -113,14 +150,28 @@ Result<OutputFile> OutputFile::create(const std::string& path, bool seekable) {
     if (f.fd_ < 0) return error(StatusCode::kIo, "{}: cannot open for writing: {}", path, std::strerror(errno));
     return f;
   }
-  std::string tmpl = dir_of(path) + "/." + base_of(path) + ".ork-XXXXXX";
-  f.fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);
-  if (f.fd_ < 0) {
-    return error(StatusCode::kIo, "{}: cannot create a file in {}: {}", path, dir_of(path), std::strerror(errno));
+  // The name is registered before the file exists: a signal delivered to
+  // any thread at any moment finds every temporary that may be on disk
+  // (mkstemp then register left a window in which a SIGTERM left one).
+  install_handlers_once();
+  for (int attempt = 0; f.fd_ < 0; ++attempt) {
+    std::string tmp = dir_of(path) + "/." + base_of(path) + ".ork-" + random_suffix();
+    int slot = -1;
+    {
+      CreationSection section;
+      slot = register_temp(tmp);
+      f.fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);  // less the umask, as fopen's
+    }
+    if (f.fd_ >= 0) {
+      f.tmp_ = std::move(tmp);
+      break;
+    }
+    const int err = errno;
+    if (slot >= 0) unregister_temp(tmp);
+    if (err != EEXIST || attempt >= 100) {
+      return error(StatusCode::kIo, "{}: cannot create a file in {}: {}", path, dir_of(path), std::strerror(err));
+    }
   }
-  f.tmp_ = tmpl;
-  register_temp(f.tmp_);
-  ::fchmod(f.fd_, file_mode());
   f.buffer_.reserve(kBufferBytes);
   return f;
 }
