@@ -237,6 +237,8 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
   job.n_ff = call.n_ff;
   job.x = call.x;
   job.acc = call.acc;
+  job.present = call.present;
+  job.await = call.await;
   job.i8s_high_only = call.n == 1 && (i8s_high_only_ || overlay_.enabled());
   if (!cpu_->fused_experts(job)) return false;
   if (call.n > 1) {

@@ -48,6 +48,9 @@ struct ExpertsCall {
   const float* x = nullptr;                    // n x n_embd
   float* acc = nullptr;                        // n x n_embd, zero on entry
   std::function<void()> after_gate_up;         // decode: between its two loops (a profile lap)
+  // Decode: weights still arriving (ExpertsJob::present, ::await).
+  std::function<bool(int expert)> present;
+  std::function<void(int expert)> await;
 };
 
 class Dispatcher {

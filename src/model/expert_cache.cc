@@ -247,6 +247,12 @@ Status ExpertCache::lend(int layer, std::span<const int32_t> ids, std::vector<We
   return Status::ok();
 }
 
+bool ExpertCache::present(int layer, int32_t id) const {
+  std::lock_guard lock(mu_);
+  const int slot = slot_of_[static_cast<size_t>(layer * n_expert_ + id)];
+  return slot < 0 || slots_[static_cast<size_t>(slot)].state != State::kLoading;
+}
+
 Status ExpertCache::await_one(int layer, int32_t id) {
   std::unique_lock lock(mu_);
   const int slot = slot_of_[static_cast<size_t>(layer * n_expert_ + id)];

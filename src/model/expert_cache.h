@@ -111,6 +111,15 @@ class ExpertCache {
   // views in gate/up/down[id] (vectors of n_expert).
   Status wait(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate, std::vector<WeightView>& up,
               std::vector<WeightView>& down);
+  // The same views at once, whether the bytes are in yet or not (the slots
+  // are fixed at request): for a caller that awaits each expert before it
+  // reads it (present, await_one).
+  Status lend(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate, std::vector<WeightView>& up,
+              std::vector<WeightView>& down);
+  // Whether a requested expert's bytes are in (or its read failed).
+  bool present(int layer, int32_t id) const;
+  // Waits until they are; a read error surfaces here.
+  Status await_one(int layer, int32_t id);
   // Unpins them.
   void release(int layer, std::span<const int32_t> ids);
   // Starts reading a predicted set of a later layer's experts into slots
@@ -151,11 +160,6 @@ class ExpertCache {
   };
   static Placement place(const Matrix& m);
   ExpertCache() = default;
-  // wait()'s two halves: one expert's read awaited (its error), and the
-  // views of requested experts set from their slots.
-  Status await_one(int layer, int32_t id);
-  Status lend(int layer, std::span<const int32_t> ids, std::vector<WeightView>& gate, std::vector<WeightView>& up,
-              std::vector<WeightView>& down);
   // A slot for `key`, evicting by policy among unpinned, settled slots (a
   // prefetch only among those not used since the current step); -1 if none.
   int victim(bool for_prefetch) const;

@@ -252,9 +252,16 @@ class Context {
   // one layer: through the dispatcher's fused paths when it takes them,
   // else one expert at a time over the experts `which` (ascending; null:
   // every active one).
+  // `arriving`, when set: the fused decode awaits each expert's weights
+  // (ExpertsCall::present, ::await), and the loop awaits them all first.
+  struct Arriving {
+    std::function<bool(int)> present;
+    std::function<void(int)> await;
+    std::function<Status()> await_all;
+  };
   Status run_experts(int n, const std::vector<WeightView>& gate, const std::vector<WeightView>& up,
                      const std::vector<WeightView>& down, bool may_fuse, const std::vector<int32_t>* which,
-                     uint64_t gate_up_bytes, uint64_t down_bytes, bool* fused);
+                     uint64_t gate_up_bytes, uint64_t down_bytes, bool* fused, const Arriving* arriving = nullptr);
   // The experts of `layer` through the expert cache, in groups that fit it.
   Status cached_experts(int layer, int n, uint64_t gate_up_bytes, uint64_t down_bytes, bool* fused);
   // Starts reading the experts the next MoE layer after `layer` is

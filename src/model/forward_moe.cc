@@ -4,6 +4,7 @@
 // shared expert.
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 #include "model/forward.h"
 #include "model/moe.h"
@@ -89,7 +90,7 @@ Status Context::moe_ffn(int layer, int n) {
 
 Status Context::run_experts(int n, const std::vector<WeightView>& gate, const std::vector<WeightView>& up,
                             const std::vector<WeightView>& down, bool may_fuse, const std::vector<int32_t>* which,
-                            uint64_t gate_up_bytes, uint64_t down_bytes, bool* fused) {
+                            uint64_t gate_up_bytes, uint64_t down_bytes, bool* fused, const Arriving* arriving) {
   const int E = c_.n_embd, n_exp = c_.n_expert, k = c_.n_expert_used, ff = c_.n_ff_exp;
   *fused = false;
   if (may_fuse) {
@@ -108,12 +109,17 @@ Status Context::run_experts(int n, const std::vector<WeightView>& gate, const st
     call.x = xn_.data();
     call.acc = moe_acc_.data();
     if (n == 1) call.after_gate_up = [&] { lap(Profile::kExpertsGateUp, gate_up_bytes); };
+    if (arriving != nullptr) {
+      call.present = arriving->present;
+      call.await = arriving->await;
+    }
     ORK_ASSIGN_OR_RETURN(*fused, dispatch_.experts(call));
     if (*fused && n == 1) lap(Profile::kExpertsDown, down_bytes);
     if (*fused && n == 1) ++moe_stats_.fused_layers;
     if (*fused && n > 1) ++moe_stats_.fused_prefill_layers;
     if (*fused) return Status::ok();
   }
+  if (arriving != nullptr) ORK_RETURN_IF_ERROR(arriving->await_all());
   const std::vector<int32_t>& tokens = moe_tokens_;
   std::vector<float>& weights = moe_weights_;
   std::vector<int32_t> rows;
@@ -176,12 +182,35 @@ Status Context::cached_experts(int layer, int n, uint64_t gate_up_bytes, uint64_
     ORK_RETURN_IF_ERROR(cache.request(layer, group_));
     if (n == 1) prefetch_next_layer(layer);
     const bool whole = at == 0 && end == active_.size();
-    // Every expert of the group is in before any is computed. (Computing
-    // the present ones while the rest arrived changed logits now and then
-    // when a prefetch's reads ran beside it - a race not found; withdrawn.)
-    Status st = cache.wait(layer, group_, exp_gate_, exp_up_, exp_down_);
-    if (st.is_ok()) {
-      st = run_experts(n, exp_gate_, exp_up_, exp_down_, whole && !observer_, &group_, gate_up_bytes, down_bytes, fused);
+    Status st = Status::ok();
+    if (whole && n == 1 && !observer_) {
+      // Decode: the experts present are computed while the rest arrive,
+      // each awaited by the thread about to read it. A read that fails
+      // leaves its rows wrong and its error here, returned after the loops.
+      st = cache.lend(layer, group_, exp_gate_, exp_up_, exp_down_);
+      std::mutex failed_mu;
+      Status failed = Status::ok();
+      Arriving arriving;
+      arriving.present = [&](int e) { return cache.present(layer, e); };
+      arriving.await = [&](int e) {
+        if (Status s = cache.await_one(layer, e); !s.is_ok()) {
+          std::lock_guard lock(failed_mu);
+          if (failed.is_ok()) failed = std::move(s);
+        }
+      };
+      arriving.await_all = [&] { return cache.wait(layer, group_, exp_gate_, exp_up_, exp_down_); };
+      if (st.is_ok()) {
+        st = run_experts(n, exp_gate_, exp_up_, exp_down_, true, &group_, gate_up_bytes, down_bytes, fused, &arriving);
+      }
+      if (st.is_ok()) st = failed;
+    } else {
+      // A batch, or a layer in groups: every expert of the group is in
+      // before any is computed.
+      st = cache.wait(layer, group_, exp_gate_, exp_up_, exp_down_);
+      if (st.is_ok()) {
+        st = run_experts(n, exp_gate_, exp_up_, exp_down_, whole && !observer_, &group_, gate_up_bytes, down_bytes,
+                         fused);
+      }
     }
     cache.release(layer, group_);
     ORK_RETURN_IF_ERROR(st);

@@ -53,7 +53,8 @@ const CpuEngine::QuantInput& CpuEngine::quantize_input(const WeightView& w, cons
 // in blocks of 4, split over the pool in one go, so the threads stream one
 // weight after another without a join per matrix.
 void CpuEngine::matmuls_together(std::span<const QuantJob> jobs, int group_size,
-                                 const std::function<void(int group)>& group_done) {
+                                 const std::function<void(int group)>& group_done,
+                                 const std::function<void(int job)>& before_job) {
   std::vector<int64_t>& first_block = first_block_;
   first_block.assign(jobs.size() + 1, 0);
   for (size_t i = 0; i < jobs.size(); ++i) first_block[i + 1] = first_block[i] + (jobs[i].w.rows + 3) / 4;
@@ -71,6 +72,7 @@ void CpuEngine::matmuls_together(std::span<const QuantJob> jobs, int group_size,
       const QuantJob& j = jobs[i];
       const int64_t end = std::min(e, first_block[i + 1]);
       const int64_t r0 = 4 * (b - first_block[i]), r1 = std::min(j.w.rows, 4 * (end - first_block[i]));
+      if (before_job) before_job(static_cast<int>(i));
       cpu::quant_matmul(j.w, {j.in->codes.data(), &j.in->scale, &j.in->sum, j.in->k, 1, j.in->row.data()}, j.y, j.w.rows,
                         r0, r1);
       // acq_rel: the thread that counts a group down to zero sees the rows

@@ -54,6 +54,13 @@ struct ExpertsJob {
   std::function<void(const float* down_inputs)> after_gate_up;
   std::function<void(int p, float* gate, float* up)> before_swiglu;
   std::function<void(int p, float* out)> before_sum;
+  // Decode, optional: weights that are still arriving (an expert cache's
+  // reads). present(e) says whether expert e's bytes are in; await(e)
+  // blocks until they are, before any thread reads them. The experts
+  // present go first, so that the threads compute them while the rest
+  // arrive; the results and their sum are the same in any order.
+  std::function<bool(int expert)> present;
+  std::function<void(int expert)> await;
 };
 
 class CpuEngine final : public Engine, public HostOps {
@@ -144,8 +151,11 @@ class CpuEngine final : public Engine, public HostOps {
   // Jobs in groups of `group_size` consecutive ones (0: no groups): the
   // thread that finishes a group's last rows calls group_done(group), with
   // every row of the group visible to it.
+  // before_job(i), when given, runs on a thread before it reads job i's
+  // weights (each time it enters them).
   void matmuls_together(std::span<const QuantJob> jobs, int group_size = 0,
-                        const std::function<void(int group)>& group_done = nullptr);
+                        const std::function<void(int group)>& group_done = nullptr,
+                        const std::function<void(int job)>& before_job = nullptr);
 
   // The routed experts (experts.cc).
   void experts_decode(const ExpertsJob& job);
@@ -179,7 +189,8 @@ class CpuEngine final : public Engine, public HostOps {
   std::vector<std::atomic<bool>> sum_ready_;
   std::atomic<int> sum_next_{0};
   std::atomic<bool> summing_{false};
-  std::vector<int> expert_order_;
+  std::vector<int> expert_order_, compute_order_;
+  std::vector<char> expert_present_;
   std::vector<float> moe_gate_, moe_up_, moe_out_;
   // Batched experts: each expert's first entry in routes_ (by expert).
   std::vector<int> moe_begin_;

@@ -72,9 +72,26 @@ void CpuEngine::experts_decode(const ExpertsJob& job) {
     }
   }
   // The routed slots in the order of their experts' ids: position p holds
-  // slot order[p], in the buffers and in both loops' jobs.
+  // slot order[p], in the buffers. The loops' jobs go in compute order:
+  // position at[c] c-th - the experts whose weights are present first.
   std::vector<int>& order = expert_order_;
   slots_in_expert_order(job.ids, k, order);
+  auto expert_at = [&](int p) { return job.ids[order[static_cast<size_t>(p)]]; };
+  // Each expert is asked once: a read may finish between two questions,
+  // and an expert absent at the first and present at the second would be
+  // in neither half (its rows never computed, the sum stopped short).
+  std::vector<char>& present = expert_present_;
+  present.assign(static_cast<size_t>(k), 1);
+  if (job.present) {
+    for (int p = 0; p < k; ++p) present[static_cast<size_t>(p)] = job.present(expert_at(p)) ? 1 : 0;
+  }
+  std::vector<int>& at = compute_order_;
+  at.clear();
+  for (char first : {1, 0}) {
+    for (int p = 0; p < k; ++p) {
+      if (present[static_cast<size_t>(p)] == first) at.push_back(p);
+    }
+  }
   moe_gate_.resize(static_cast<size_t>(k * ff));
   moe_up_.resize(static_cast<size_t>(k * ff));
   moe_out_.resize(static_cast<size_t>(k * E));
@@ -85,26 +102,37 @@ void CpuEngine::experts_decode(const ExpertsJob& job) {
   if (down_in_.size() < static_cast<size_t>(k)) down_in_.resize(static_cast<size_t>(k));
   std::vector<QuantJob>& downs = down_jobs_;
   downs.clear();
-  for (int p = 0; p < k; ++p) {
-    const auto e = static_cast<size_t>(job.ids[order[static_cast<size_t>(p)]]);
-    const auto at = static_cast<size_t>(p);
+  for (int c = 0; c < k; ++c) {
+    const int p = at[static_cast<size_t>(c)];
+    const auto e = static_cast<size_t>(expert_at(p));
+    const auto pos = static_cast<size_t>(p);
     jobs.push_back({quant_weights(job.gate[e].tier_tensor(), job.i8s_high_only),
-                    &quantize_input(job.gate[e], job.x, in_cache), &moe_gate_[at * ff]});
+                    &quantize_input(job.gate[e], job.x, in_cache), &moe_gate_[pos * ff]});
     jobs.push_back({quant_weights(job.up[e].tier_tensor(), job.i8s_high_only),
-                    &quantize_input(job.up[e], job.x, in_cache), &moe_up_[at * ff]});
-    set_basis(job.down[e], down_in_[at]);
-    downs.push_back({quant_weights(job.down[e].tier_tensor(), job.i8s_high_only), &down_in_[at], &moe_out_[at * E]});
+                    &quantize_input(job.up[e], job.x, in_cache), &moe_up_[pos * ff]});
+    set_basis(job.down[e], down_in_[pos]);
+    downs.push_back({quant_weights(job.down[e].tier_tensor(), job.i8s_high_only), &down_in_[pos], &moe_out_[pos * E]});
+  }
+  // An expert still arriving is awaited by the thread about to read it.
+  std::function<void(int)> await_gate_up, await_down;
+  if (job.await) {
+    await_gate_up = [&](int i) { job.await(expert_at(at[static_cast<size_t>(i / 2)])); };
+    await_down = [&](int i) { job.await(expert_at(at[static_cast<size_t>(i)])); };
   }
   // Each expert's down input (SwiGLU, rotation, quantization) is made by
   // the thread that finishes the expert's gate and up rows, while the other
   // goes on reading weights, instead of all of them between the two loops.
-  matmuls_together(jobs, 2, [&](int p) {
-    float* g = &moe_gate_[static_cast<size_t>(p) * ff];
-    float* u = &moe_up_[static_cast<size_t>(p) * ff];
-    if (job.before_swiglu) job.before_swiglu(p, g, u);
-    cpu::swiglu(g, u, ff, g);
-    fill_input(g, ff, down_in_[static_cast<size_t>(p)]);
-  });
+  matmuls_together(
+      jobs, 2,
+      [&](int c) {
+        const int p = at[static_cast<size_t>(c)];
+        float* g = &moe_gate_[static_cast<size_t>(p) * ff];
+        float* u = &moe_up_[static_cast<size_t>(p) * ff];
+        if (job.before_swiglu) job.before_swiglu(p, g, u);
+        cpu::swiglu(g, u, ff, g);
+        fill_input(g, ff, down_in_[static_cast<size_t>(p)]);
+      },
+      await_gate_up);
   if (job.after_gate_up) job.after_gate_up(moe_gate_.data());
   // Likewise each expert's output is added to the token's sum as soon as
   // it and every expert before it in id order are done: the same sum, in
@@ -112,7 +140,8 @@ void CpuEngine::experts_decode(const ExpertsJob& job) {
   if (sum_ready_.size() < static_cast<size_t>(k)) sum_ready_ = std::vector<std::atomic<bool>>(static_cast<size_t>(k));
   for (int p = 0; p < k; ++p) sum_ready_[static_cast<size_t>(p)].store(false, std::memory_order_relaxed);
   sum_next_.store(0, std::memory_order_relaxed);
-  matmuls_together(downs, 1, [&](int p) {
+  matmuls_together(downs, 1, [&](int c) {
+    const int p = at[static_cast<size_t>(c)];
     if (job.before_sum) job.before_sum(p, &moe_out_[static_cast<size_t>(p) * E]);
     sum_ready_[static_cast<size_t>(p)].store(true);
     // One thread adds at a time. One that finds another adding leaves its
@@ -128,7 +157,7 @@ void CpuEngine::experts_decode(const ExpertsJob& job) {
       summing_.store(false);
       if (next == k || !sum_ready_[static_cast<size_t>(next)].load()) break;
     }
-  });
+  }, await_down);
 }
 
 // A batch (prefill) through the routed experts. Each thread takes whole
