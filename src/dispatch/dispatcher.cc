@@ -317,6 +317,7 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
     };
     job.after_gate_up = [&](const float* down_inputs) {
       if (call.after_gate_up) call.after_gate_up();
+      overlay_.set_cpu_elapsed(cpu_us);  // the downs start after every gate and up
       for (int p = 0; p < k; ++p) {
         const size_t e = expert_at(p);
         cpu_us += cpu_time(call.down[e]);

@@ -12,7 +12,7 @@ void Overlay::configure(Engine* npu, const DispatchOptions& o, const PerfModel* 
   model_ = model;
   cpu_gbps_ = cpu_gbps > 0 ? cpu_gbps : 20.0;
   jobs_.clear();
-  cpu_now_us_ = npu_free_us_ = 0;
+  cpu_now_us_ = npu_free_us_ = cpu_elapsed_us_ = 0;
   serial_ = 0;
 }
 
@@ -40,7 +40,7 @@ double Overlay::cpu_us(const WeightView& w, bool i8s_high_only) const {
 
 bool Overlay::worth(const WeightView& w, double cpu_us_before) const {
   if (options_.clock == OverlayClock::kForced) return true;
-  const double start = std::max(cpu_now_us_, npu_free_us_);
+  const double start = std::max(cpu_now_us_ + cpu_elapsed_us_, npu_free_us_);
   const double device = npu_->predict_us(MatmulOp::of(w, 1));
   return device >= 0 && start + device <= cpu_now_us_ + cpu_us_before;
 }
@@ -93,7 +93,7 @@ Result<int> Overlay::open(const WeightView& w, const float* x, float* cpu_y, dou
   ORK_ASSIGN_OR_RETURN(FencePtr fence, npu_->submit(job));
   Job& j = jobs_.emplace_back();
   j.fence = std::move(fence);
-  const double start = std::max(cpu_now_us_, npu_free_us_);
+  const double start = std::max(cpu_now_us_ + cpu_elapsed_us_, npu_free_us_);
   const double device = npu_->predict_us(job.op);
   j.npu_done_us = start + std::max(0.0, device);
   npu_free_us_ = j.npu_done_us;
@@ -148,6 +148,7 @@ void Overlay::finish(double cpu_us) {
   }
   jobs_.clear();
   cpu_now_us_ += cpu_us;
+  cpu_elapsed_us_ = 0;
 }
 
 void Overlay::add_counts(DispatchStats& s) {

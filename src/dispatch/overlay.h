@@ -45,6 +45,12 @@ class Overlay {
   // is ready. A device error surfaces here. i < 0: nothing to do.
   Status resolve(int i);
   Status resolve_into(int i, float* cpu_y);
+  // The CPU's modeled work already done since the call began (the first
+  // loop of the experts, before their downs are opened): a job opened
+  // from now on starts no earlier - without it, a down job looked as if it
+  // had started with the layer, and jobs that were sure to miss were
+  // opened. finish() sets it back to 0.
+  void set_cpu_elapsed(double cpu_us) { cpu_elapsed_us_ = cpu_us; }
   // Ends the token's overlay jobs (those never resolved count as misses)
   // and advances the virtual clock by the CPU time of what ran.
   void finish(double cpu_us);
@@ -85,7 +91,7 @@ class Overlay {
   std::deque<std::vector<float>> buffers_;  // kept from token to token
   std::vector<float> sink_;
   // The virtual clock: the CPU's modeled time, and when the NPU is next free.
-  double cpu_now_us_ = 0, npu_free_us_ = 0;
+  double cpu_now_us_ = 0, npu_free_us_ = 0, cpu_elapsed_us_ = 0;
   uint64_t serial_ = 0;  // overlay jobs opened so far (the forced clock's hash input)
   std::atomic<uint64_t> hits_{0}, misses_{0};
 };

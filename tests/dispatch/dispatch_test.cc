@@ -265,29 +265,31 @@ TEST(DispatchOverlay, TheNpuMustBeFree) {
 // A device predicted to finish after the CPU needs its result is not
 // given the job (it would only be busy for the next one); one predicted in
 // time is, and its rows are used.
-TEST(DispatchOverlay, AJobPredictedLateIsNotStarted) {
-  class Predicting final : public Engine {
+// A device that computes nothing and predicts every job to take `us`.
+class Predicting final : public Engine {
+ public:
+  class Done final : public Fence {
    public:
-    class Done final : public Fence {
-     public:
-      bool done() const override { return true; }
-      Status wait() override { return Status::ok(); }
-    };
-    explicit Predicting(double us) : us_(us) {}
-    std::string name() const override { return "predicting"; }
-    Support supports(const MatmulOp&) const override { return Support::yes(); }
-    Status prepare(const MatmulOp&) override { return Status::ok(); }
-    Result<FencePtr> submit(const MatmulJob& job) override {
-      ++submitted;
-      std::fill_n(job.y, job.w.rows, 42.0f);  // a mark: these rows came from the device
-      return FencePtr(std::make_shared<Done>());
-    }
-    double predict_us(const MatmulOp&) const override { return us_; }
-    int submitted = 0;
-
-   private:
-    double us_;
+    bool done() const override { return true; }
+    Status wait() override { return Status::ok(); }
   };
+  explicit Predicting(double us) : us_(us) {}
+  std::string name() const override { return "predicting"; }
+  Support supports(const MatmulOp&) const override { return Support::yes(); }
+  Status prepare(const MatmulOp&) override { return Status::ok(); }
+  Result<FencePtr> submit(const MatmulJob& job) override {
+    ++submitted;
+    std::fill_n(job.y, job.w.rows, 42.0f);  // a mark: these rows came from the device
+    return FencePtr(std::make_shared<Done>());
+  }
+  double predict_us(const MatmulOp&) const override { return us_; }
+  int submitted = 0;
+
+ private:
+  double us_;
+};
+
+TEST(DispatchOverlay, AJobPredictedLateIsNotStarted) {
   const Weight w = make_weight(Tier::kI8s, 300, 256, 31);
   const std::vector<float> x = make_acts(1, 256, 32);
   DispatchOptions o;
@@ -356,47 +358,63 @@ TEST(DispatchErrors, ADeviceErrorIsAnErrorNeverASilentFallback) {
   EXPECT_NE(s.message().find("injected failure"), std::string::npos) << s.message();
 }
 
+// One MoE layer's routed experts at decode: 8 experts, 4 routed; gate and
+// up i4, down i8s (the overlay's candidates).
+struct RoutedExperts {
+  static constexpr int kExperts = 8, kUsed = 4;
+  static constexpr int64_t kEmbd = 64, kFf = 96;
+  std::vector<Weight> gate, up, down;
+  std::vector<WeightView> gv, uv, dv;
+  std::vector<float> x = make_acts(1, kEmbd, 31);
+  int32_t ids[kUsed] = {6, 1, 4, 3};
+  float weights[kUsed] = {0.4f, 0.3f, 0.2f, 0.1f};
+  std::vector<float> acc = std::vector<float>(kEmbd, 0.0f);
+
+  RoutedExperts() {
+    for (int e = 0; e < kExperts; ++e) {
+      gate.push_back(make_weight(Tier::kI4, kFf, kEmbd, 100 + 3 * e));
+      up.push_back(make_weight(Tier::kI4, kFf, kEmbd, 101 + 3 * e));
+      down.push_back(make_weight(Tier::kI8s, kEmbd, kFf, 102 + 3 * e));
+    }
+    for (int e = 0; e < kExperts; ++e) {
+      gv.push_back(gate[static_cast<size_t>(e)].view);
+      uv.push_back(up[static_cast<size_t>(e)].view);
+      dv.push_back(down[static_cast<size_t>(e)].view);
+    }
+  }
+  // A call that sums into acc (zeroed).
+  ExpertsCall call() {
+    ExpertsCall c;
+    c.gate = gv;
+    c.up = uv;
+    c.down = dv;
+    c.ids = ids;
+    c.weights = weights;
+    c.n = 1;
+    c.k = kUsed;
+    c.n_embd = kEmbd;
+    c.n_ff = kFf;
+    c.x = x.data();
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    c.acc = acc.data();
+    return c;
+  }
+};
+
 // Decode's experts with weights still arriving (an expert cache's reads):
 // the engine computes the present ones first and awaits the rest, and the
 // sum is the same bits as with every weight in. `present` here changes its
 // answer after it is first asked, as a read finishing between two
-// questions would: an engine that asked twice once left such an expert out of both
-// halves of its order (the rows never computed, the sum stopped short).
+// questions would: an engine that asked twice once left such an expert out
+// of both halves of its order (the rows never computed, the sum stopped
+// short).
 TEST(DispatchExperts, WeightsStillArrivingGiveTheSameSum) {
-  constexpr int kExperts = 8, kUsed = 4;
-  constexpr int64_t kEmbd = 64, kFf = 96;
-  std::vector<Weight> gate, up, down;
-  std::vector<WeightView> gv, uv, dv;
-  for (int e = 0; e < kExperts; ++e) {
-    gate.push_back(make_weight(Tier::kI4, kFf, kEmbd, 100 + 3 * e));
-    up.push_back(make_weight(Tier::kI4, kFf, kEmbd, 101 + 3 * e));
-    down.push_back(make_weight(Tier::kI8s, kEmbd, kFf, 102 + 3 * e));
-  }
-  for (int e = 0; e < kExperts; ++e) {
-    gv.push_back(gate[static_cast<size_t>(e)].view);
-    uv.push_back(up[static_cast<size_t>(e)].view);
-    dv.push_back(down[static_cast<size_t>(e)].view);
-  }
-  const std::vector<float> x = make_acts(1, kEmbd, 31);
-  const int32_t ids[kUsed] = {6, 1, 4, 3};
-  const float weights[kUsed] = {0.4f, 0.3f, 0.2f, 0.1f};
+  RoutedExperts ex;
   ThreadPool pool(2);
   auto run_experts = [&](bool arriving, std::vector<int>* awaited) {
     Dispatcher d(&pool);
-    ExpertsCall call;
-    call.gate = gv;
-    call.up = uv;
-    call.down = dv;
-    call.ids = ids;
-    call.weights = weights;
-    call.n = 1;
-    call.k = kUsed;
-    call.n_embd = kEmbd;
-    call.n_ff = kFf;
-    call.x = x.data();
-    std::vector<float> acc(kEmbd, 0.0f);
-    call.acc = acc.data();
-    std::vector<int> asked(kExperts, 0);
+    ExpertsCall call = ex.call();
+    std::vector<int> asked(RoutedExperts::kExperts, 0);
     std::mutex mu;
     if (arriving) {
       // Absent when first asked, present from then on; expert 3 always.
@@ -411,7 +429,7 @@ TEST(DispatchExperts, WeightsStillArrivingGiveTheSameSum) {
     }
     auto fused = d.experts(call);
     EXPECT_TRUE(fused.is_ok() && *fused);
-    return acc;
+    return ex.acc;
   };
   std::vector<int> awaited;
   const std::vector<float> all_in = run_experts(false, nullptr);
@@ -423,7 +441,49 @@ TEST(DispatchExperts, WeightsStillArrivingGiveTheSameSum) {
     awaited.erase(std::unique(awaited.begin(), awaited.end()), awaited.end());
     EXPECT_EQ(awaited, (std::vector<int>{1, 3, 4, 6})) << "every routed expert awaited before it is read, no other";
   }
-  EXPECT_NE(all_in, std::vector<float>(kEmbd, 0.0f));
+  EXPECT_NE(all_in, std::vector<float>(RoutedExperts::kEmbd, 0.0f));
+}
+
+// The downs' overlay jobs are opened when their inputs exist - after every
+// gate and up - so a job is worth starting only if the device, started
+// then, is predicted done before the CPU reaches that down. Reckoned from
+// the layer's start instead, jobs sure to miss were opened (on the
+// 12-layer MoE shape with hexagon-v75, 74 % of them missed).
+TEST(DispatchExperts, ADownJobIsPredictedFromWhenItsInputExists) {
+  RoutedExperts ex;
+  DispatchOptions o;
+  o.clock = OverlayClock::kVirtual;
+  o.device_cpu_gbps = 20;
+  // The virtual clock's CPU time of one down (its high plane) and of one
+  // expert's gate and up together: twice a down's bytes.
+  const WeightView& dw = ex.dv[0];
+  const double down_us = static_cast<double>(dw.rows) * (static_cast<double>(dw.k_stored) / 2.0 + 4.0) / 20e3;
+  const double gate_up_us = 2.0 * static_cast<double>(matrix_bytes(ex.gv[0])) / 20e3;
+  const double gate_ups_us = RoutedExperts::kUsed * gate_up_us;
+  const double device_us = 1.2 * RoutedExperts::kUsed * down_us;
+  ASSERT_LT(device_us, gate_ups_us + down_us);
+  {
+    // Slower than all the downs together, faster than the experts' gates
+    // and ups: from the layer's start the first down's job would look in
+    // time; from when its input exists no down's job is.
+    Predicting device(device_us);
+    Dispatcher d;
+    d.set_npu(&device, o);
+    auto fused = d.experts(ex.call());
+    ASSERT_TRUE(fused.is_ok() && *fused);
+    EXPECT_EQ(device.submitted, 0);
+    EXPECT_EQ(d.stats().overlay_skipped, static_cast<uint64_t>(RoutedExperts::kUsed));
+  }
+  {
+    // Faster than a down: every down's job is in time, and taken.
+    Predicting device(0.5 * down_us);
+    Dispatcher d;
+    d.set_npu(&device, o);
+    auto fused = d.experts(ex.call());
+    ASSERT_TRUE(fused.is_ok() && *fused);
+    EXPECT_EQ(device.submitted, RoutedExperts::kUsed);
+    EXPECT_EQ(d.stats().overlay_hits, static_cast<uint64_t>(RoutedExperts::kUsed));
+  }
 }
 
 // A model with made-up rates: the NPU twice as fast as the CPU per weight
