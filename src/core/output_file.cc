@@ -120,12 +120,19 @@ std::string base_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Six characters from a per-process random stream, as mkstemp's XXXXXX.
+// Six characters from a per-process random stream, as mkstemp's XXXXXX;
+// reseeded in a forked child, which would otherwise draw its parent's
+// names (O_EXCL would still refuse a clash, at the cost of retries).
 std::string random_suffix() {
   static std::mutex mutex;
-  static std::mt19937_64 rng(std::random_device{}() ^ (static_cast<uint64_t>(::getpid()) << 32));
+  static std::mt19937_64 rng;
+  static pid_t seeded_for = 0;
   static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   std::lock_guard<std::mutex> lock(mutex);
+  if (const pid_t pid = ::getpid(); pid != seeded_for) {
+    rng.seed(std::random_device{}() ^ (static_cast<uint64_t>(pid) << 32));
+    seeded_for = pid;
+  }
   std::string s(6, 'X');
   for (char& c : s) c = kChars[rng() % (sizeof(kChars) - 1)];
   return s;
