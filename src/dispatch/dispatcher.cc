@@ -287,14 +287,20 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
   // The CPU's modeled time through the first loop (to position p) and the second.
   double cpu_us = 0;
   auto cpu_time = [&](const WeightView& w) { return overlay_.cpu_us(w, job.i8s_high_only); };
-  // An overlay job is opened only where it is predicted in time.
-  auto open_if_worth = [&](const WeightView& w, const float* in, int* idx) -> Status {
+  // An overlay job is opened only where it is predicted in time; into the
+  // CPU's rows `y` when they are known (a hit's rows copied once, by the
+  // fence), else into the overlay's own (copied over the CPU's on a hit).
+  auto open_if_worth = [&](const WeightView& w, const float* in, float* y, int* idx) -> Status {
     if (!overlay_candidate(w, 1)) return Status::ok();
     if (!overlay_.worth(w, cpu_us)) {
       ++stats_.overlay_skipped;
       return Status::ok();
     }
-    ORK_ASSIGN_OR_RETURN(*idx, overlay_.open_deferred(w, in, cpu_us));
+    if (y != nullptr) {
+      ORK_ASSIGN_OR_RETURN(*idx, overlay_.open(w, in, y, cpu_us));
+    } else {
+      ORK_ASSIGN_OR_RETURN(*idx, overlay_.open_deferred(w, in, cpu_us));
+    }
     return Status::ok();
   };
   std::atomic<bool> failed{false};
@@ -307,26 +313,27 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
       const size_t e = expert_at(p);
       // The CPU engine's rows for position p are known when it resolves them.
       cpu_us += cpu_time(call.gate[e]);
-      ORK_RETURN_IF_ERROR(open_if_worth(call.gate[e], call.x, &gate_idx[static_cast<size_t>(p)]));
+      ORK_RETURN_IF_ERROR(open_if_worth(call.gate[e], call.x, nullptr, &gate_idx[static_cast<size_t>(p)]));
       cpu_us += cpu_time(call.up[e]);
-      ORK_RETURN_IF_ERROR(open_if_worth(call.up[e], call.x, &up_idx[static_cast<size_t>(p)]));
+      ORK_RETURN_IF_ERROR(open_if_worth(call.up[e], call.x, nullptr, &up_idx[static_cast<size_t>(p)]));
     }
     job.before_swiglu = [&](int p, float* gate, float* up) {
       keep(overlay_.resolve_into(gate_idx[static_cast<size_t>(p)], gate));
       keep(overlay_.resolve_into(up_idx[static_cast<size_t>(p)], up));
     };
-    job.after_gate_up = [&](const float* down_inputs) {
+    job.after_gate_up = [&](const float* down_inputs, float* down_outputs) {
       if (call.after_gate_up) call.after_gate_up();
       overlay_.set_cpu_elapsed(cpu_us);  // the downs start after every gate and up
       for (int p = 0; p < k; ++p) {
         const size_t e = expert_at(p);
         cpu_us += cpu_time(call.down[e]);
-        keep(open_if_worth(call.down[e], down_inputs + static_cast<size_t>(p) * call.n_ff, &down_idx[static_cast<size_t>(p)]));
+        keep(open_if_worth(call.down[e], down_inputs + static_cast<size_t>(p) * call.n_ff,
+                           down_outputs + static_cast<size_t>(p) * call.n_embd, &down_idx[static_cast<size_t>(p)]));
       }
     };
-    job.before_sum = [&](int p, float* out) { keep(overlay_.resolve_into(down_idx[static_cast<size_t>(p)], out)); };
+    job.before_sum = [&](int p, float*) { keep(overlay_.resolve(down_idx[static_cast<size_t>(p)])); };
   } else {
-    if (call.after_gate_up) job.after_gate_up = [&](const float*) { call.after_gate_up(); };
+    if (call.after_gate_up) job.after_gate_up = [&](const float*, float*) { call.after_gate_up(); };
     for (int p = 0; p < k; ++p) {
       const size_t e = expert_at(p);
       cpu_us += cpu_time(call.gate[e]) + cpu_time(call.up[e]) + cpu_time(call.down[e]);

@@ -265,13 +265,24 @@ TEST(DispatchOverlay, TheNpuMustBeFree) {
 // A device predicted to finish after the CPU needs its result is not
 // given the job (it would only be busy for the next one); one predicted in
 // time is, and its rows are used.
-// A device that computes nothing and predicts every job to take `us`.
+// A device that computes nothing and predicts every job to take `us`. Its
+// jobs are done at once; as the Engine contract says, a job's rows are
+// written when its fence is waited on - with a mark, 42, so that a test
+// sees which rows came from the device.
 class Predicting final : public Engine {
  public:
   class Done final : public Fence {
    public:
+    Done(float* y, int64_t rows) : y_(y), rows_(rows) {}
     bool done() const override { return true; }
-    Status wait() override { return Status::ok(); }
+    Status wait() override {
+      std::fill_n(y_, rows_, 42.0f);
+      return Status::ok();
+    }
+
+   private:
+    float* y_;
+    int64_t rows_;
   };
   explicit Predicting(double us) : us_(us) {}
   std::string name() const override { return "predicting"; }
@@ -279,8 +290,7 @@ class Predicting final : public Engine {
   Status prepare(const MatmulOp&) override { return Status::ok(); }
   Result<FencePtr> submit(const MatmulJob& job) override {
     ++submitted;
-    std::fill_n(job.y, job.w.rows, 42.0f);  // a mark: these rows came from the device
-    return FencePtr(std::make_shared<Done>());
+    return FencePtr(std::make_shared<Done>(job.y, job.w.rows));
   }
   double predict_us(const MatmulOp&) const override { return us_; }
   int submitted = 0;
@@ -483,6 +493,21 @@ TEST(DispatchExperts, ADownJobIsPredictedFromWhenItsInputExists) {
     ASSERT_TRUE(fused.is_ok() && *fused);
     EXPECT_EQ(device.submitted, RoutedExperts::kUsed);
     EXPECT_EQ(d.stats().overlay_hits, static_cast<uint64_t>(RoutedExperts::kUsed));
+  }
+  {
+    // By the wall clock a down's job is opened straight into the CPU's
+    // rows, and a hit's rows replace them: every routed down taken, the
+    // sum is the routing weights times the device's mark.
+    o.clock = OverlayClock::kWall;
+    Predicting device(0.0);
+    Dispatcher d;
+    d.set_npu(&device, o);
+    auto fused = d.experts(ex.call());
+    ASSERT_TRUE(fused.is_ok() && *fused);
+    EXPECT_EQ(d.stats().overlay_hits, static_cast<uint64_t>(RoutedExperts::kUsed));
+    float weight_sum = 0;
+    for (float w : ex.weights) weight_sum += w;
+    for (float v : ex.acc) EXPECT_NEAR(v, 42.0f * weight_sum, 1e-4f);
   }
 }
 

@@ -45,13 +45,15 @@ struct ExpertsJob {
   float* acc = nullptr;                        // n x n_embd, zero on entry; gets the weighted sum
   bool i8s_high_only = false;
   // Decode (n = 1) only, each optional. The positions p are the routed
-  // slots in the order of their experts' ids. after_gate_up(down_inputs)
-  // on the calling thread once the first loop is done, before the down loop
-  // starts, with the down inputs (k rows of n_ff, by position); on the
+  // slots in the order of their experts' ids. after_gate_up(down_inputs,
+  // down_outputs) on the calling thread once the first loop is done, before
+  // the down loop starts, with the down inputs (k rows of n_ff, by
+  // position) and where the down loop will write its outputs (k rows of
+  // n_embd, by position; each may be written over in before_sum); on the
   // pool's threads, before_swiglu(p, gate, up) when expert p's gate and up
   // rows are written, before they are consumed, and before_sum(p, out) when
   // its down rows are, before they are added.
-  std::function<void(const float* down_inputs)> after_gate_up;
+  std::function<void(const float* down_inputs, float* down_outputs)> after_gate_up;
   std::function<void(int p, float* gate, float* up)> before_swiglu;
   std::function<void(int p, float* out)> before_sum;
   // Decode, optional: weights that are still arriving (an expert cache's
