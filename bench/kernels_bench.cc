@@ -5,7 +5,9 @@
 // thread; K = 768 is the down projection of a qwen3moe expert. And decode's
 // loops on the thread pool against a plain read of the same bytes
 // (BM_DecodeLoops). Run:
-// build/release/ork-kernels-bench [--benchmark_filter=i4]
+// build/release/ork-kernels-bench [--target=AVX3] [--benchmark_filter=i4]
+// (--target: one of the SIMD targets this machine runs, as
+// kernels/cpu/targets.h names them; the best by default).
 #include <benchmark/benchmark.h>
 
 #if defined(__x86_64__)
@@ -13,7 +15,10 @@
 #endif
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <atomic>
 #include <random>
 #include <vector>
@@ -23,6 +28,7 @@
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/recurrent_ops.h"
+#include "kernels/cpu/targets.h"
 
 namespace ork {
 namespace {
@@ -268,4 +274,28 @@ BENCHMARK(BM_PmaddubswPeak)->Unit(benchmark::kMillisecond);
 }  // namespace
 }  // namespace ork
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // --target=NAME forces a SIMD target (A/B of one kernel on two targets).
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    if (arg.substr(0, 9) != "--target=") {
+      rest.push_back(argv[i]);
+      continue;
+    }
+    const int found = ork::cpu::target_index(argv[i] + 9);
+    if (found < 0) {
+      std::fprintf(stderr, "ork-kernels-bench: no target %s here (this machine runs: %s)\n", argv[i] + 9,
+                   ork::cpu::target_names().c_str());
+      return 2;
+    }
+    ork::cpu::force_target(found);
+  }
+  benchmark::AddCustomContext("simd_target", ork::cpu::current_target());
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

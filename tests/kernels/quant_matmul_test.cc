@@ -400,7 +400,9 @@ TEST(QuantWeights, CodesMatchTheTierDequantizer) {
         // The embedding lookup's row is the tier's, exactly (nf4: as above).
         std::vector<float> looked_up(row.size());
         ref::dequantize_codes_row(w, r, looked_up.data());
-        if (tier != Tier::kNf4) ASSERT_EQ(looked_up, row) << tier_name(tier) << (high_only ? " high" : "") << " r=" << r;
+        if (tier != Tier::kNf4) {
+          ASSERT_EQ(looked_up, row) << tier_name(tier) << (high_only ? " high" : "") << " r=" << r;
+        }
       }
     }
   }
@@ -435,6 +437,9 @@ TEST(Targets, TheExpectedOnesAreCompiledAndRunnable) {
 #else
   EXPECT_GE(cpu::compiled_target_count(), 3) << names;
   EXPECT_NE(names.find("SSSE3"), std::string::npos) << names;
+  // Where the CPU has AVX-512 VNNI, its kernels are tested beside plain AVX3.
+  const bool avx3 = names.find("AVX3 ") != std::string::npos;
+  EXPECT_EQ(names.find("AVX3_VNNI") != std::string::npos, avx3 && __builtin_cpu_supports("avx512vnni")) << names;
 #endif
 }
 

@@ -300,7 +300,7 @@ int bench(BenchOptions& o) {
   const double used = g.median * static_cast<double>(bpt) / 1e9;
   const Summary b = summarize(bws), f = summarize(fractions);
   const double bw = b.median;
-  const char* target = cpu::compiled_target_count() > 0 ? cpu::target_name(0) : "?";
+  const char* target = cpu::current_target();
   if (o.json) {
     std::printf("{\"model\": \"%s\", \"resident\": %s, \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f}, "
                 "\"depth\": %d, \"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "

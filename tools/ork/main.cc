@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/escape.h"
+#include "kernels/cpu/targets.h"
 
 #include "commands.h"
 #include "front_door.h"
@@ -63,6 +64,17 @@ int main(int argc, char** argv) {
   add("cache", "List or remove what ork keeps in its cache: converted GGUFs, performance models", ork::cli::add_cache);
   add("calibrate", "Measure the CPU for the dispatcher's performance model (cached; --show prints it)",
       ork::cli::add_calibrate);
+  // ORK_SIMD=NAME runs every kernel on one of the SIMD targets this machine
+  // has (`ork bench` names the one in use): for A/B measurements.
+  if (const char* simd = std::getenv("ORK_SIMD"); simd != nullptr && *simd != '\0') {
+    const int found = ork::cpu::target_index(simd);
+    if (found < 0) {
+      std::fprintf(stderr, "ork: ORK_SIMD=%s is not a SIMD target this machine runs (it runs: %s)\n",
+                   ork::escape_text(simd).c_str(), ork::cpu::target_names().c_str());
+      return 2;
+    }
+    ork::cpu::force_target(found);
+  }
   std::vector<std::string> names;
   for (const auto& [sub, runner] : commands) names.push_back(sub->get_name());
   if (argc == 1) {

@@ -185,6 +185,33 @@ HWY_INLINE VI32 DotAdd(VI8 w, VI8 a, VI32 acc) {
 }
 #endif
 
+// x86 with AVX-512 VNNI (Ice Lake, Zen 4 and later; targets.cc lists it as
+// "AVX3_VNNI" where the CPU reports it): vpdpbusd sums four unsigned-by-
+// signed byte products straight into each int32 lane, in place of maddubs'
+// int16 pairs and madd's widening (one instruction instead of two to three
+// per 32 weights and token). Highway 1.0's AVX3 target does not enable
+// VNNI, and its AVX3_DL target names the VEX form (avxvnni), which Zen 4
+// lacks; inline asm takes the EVEX form on 256-bit registers, which every
+// AVX-512 VNNI CPU has (the assembler emits EVEX unless told {vex}). The
+// sums are the exact integers of the pair path, whose int16 sums never
+// saturate here, so results do not change.
+#define ORK_X86_DOT (HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL))
+#if ORK_X86_DOT
+HWY_INLINE VI32 DotAddUnsigned(VU8 w, VI8 a, VI32 acc) {
+  __m256i r = acc.raw;
+  asm("vpdpbusd %2, %1, %0" : "+v"(r) : "v"(w.raw), "v"(a.raw));
+  return VI32{r};
+}
+// Signed codes (never -128): |w| times a with w's sign, as PairsSigned.
+HWY_INLINE VI32 DotAdd(VI8 w, VI8 a, VI32 acc) {
+  return DotAddUnsigned(VU8{_mm256_abs_epi8(w.raw)}, VI8{_mm256_sign_epi8(a.raw, w.raw)}, acc);
+}
+#elif ORK_ARM_DOT
+// sdot multiplies signed bytes: codes below 128 are the same bytes.
+HWY_INLINE VI32 DotAddUnsigned(VU8 w, VI8 a, VI32 acc) { return DotAdd(hn::BitCast(DI8(), w), a, acc); }
+#endif
+#define ORK_DOT (ORK_ARM_DOT || ORK_X86_DOT)
+
 // A step is the weights one pair of code vectors covers: two groups (64
 // weights) on 256-bit targets, one group on 128-bit ones. Nibble planes are
 // read 16 bytes per group, so a 32-byte load holds two groups; masking and
@@ -327,11 +354,17 @@ struct Codes {
 };
 
 // acc + every code times its activation, into int32 (codes of any kind;
-// kDot: the dot-product instruction, ARM only).
+// kDot: the dot-product instruction, ARM's sdot or x86's VNNI).
 template <class C, bool kDot>
 HWY_INLINE VI32 MacInto(typename C::V c, VI8 a, VI32 acc) {
-#if ORK_ARM_DOT
-  if constexpr (kDot) return DotAdd(hn::BitCast(DI8(), c), a, acc);
+#if ORK_DOT
+  if constexpr (kDot) {
+    if constexpr (C::kUnsigned) {
+      return DotAddUnsigned(c, a, acc);
+    } else {
+      return DotAdd(c, a, acc);
+    }
+  }
 #endif
   return WidenAdd(C::Pairs(c, a), acc);
 }
@@ -441,9 +474,12 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
   const uint8_t* next1 = b1 > 0 ? w.p1 + (r0 + R * ahead) * b1 : nullptr;
 
-  VI32 acc[R][T];
+  // With the dot product, a step's second code vector sums into acc1: one
+  // instruction per vector leaves its latency the bound unless two chains
+  // per token run side by side (integer sums, so the order changes nothing).
+  VI32 acc[R][T], acc1[R][T];
   for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(d32);
+    for (int t = 0; t < T; ++t) acc[r][t] = acc1[r][t] = hn::Zero(d32);
   }
   const int64_t groups = w.k / 32;
   // Unsigned codes sum their int16 pairs over a block of steps before
@@ -474,11 +510,11 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
     const int8_t* p = panel + at_step * T * kStepBytes;
     for (int t = 0; t < T; ++t) {
       const VI8 av = hn::LoadU(di, p + t * kStepBytes);
-      for (int r = 0; r < R; ++r) mac(r, t, c0[r], av);
+      for (int r = 0; r < R; ++r) mac(r, t, 0, c0[r], av);
     }
     for (int t = 0; t < T; ++t) {
       const VI8 av = hn::LoadU(di, p + t * kStepBytes + kL);
-      for (int r = 0; r < R; ++r) mac(r, t, c1[r], av);
+      for (int r = 0; r < R; ++r) mac(r, t, 1, c1[r], av);
     }
     g += kStepGroups;
   };
@@ -490,15 +526,27 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
         for (int t = 0; t < T; ++t) sum[r][t] = hn::Zero(DI16());
       }
       for (int j = 0; j < block; ++j) {
-        run_step(step + j, [&](int r, int t, auto c, VI8 av) HWY_ATTR { sum[r][t] = hn::Add(sum[r][t], C::Pairs(c, av)); });
+        run_step(step + j,
+                 [&](int r, int t, int, auto c, VI8 av) HWY_ATTR { sum[r][t] = hn::Add(sum[r][t], C::Pairs(c, av)); });
       }
       for (int r = 0; r < R; ++r) {
         for (int t = 0; t < T; ++t) acc[r][t] = WidenAdd(sum[r][t], acc[r][t]);
       }
     } else {
       for (int j = 0; j < block; ++j) {
-        run_step(step + j, [&](int r, int t, auto c, VI8 av) HWY_ATTR { acc[r][t] = MacInto<C, kDot>(c, av, acc[r][t]); });
+        run_step(step + j, [&](int r, int t, int half, auto c, VI8 av) HWY_ATTR {
+          if (kDot && half == 1) {
+            acc1[r][t] = MacInto<C, kDot>(c, av, acc1[r][t]);
+          } else {
+            acc[r][t] = MacInto<C, kDot>(c, av, acc[r][t]);
+          }
+        });
       }
+    }
+  }
+  if constexpr (kDot) {
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = hn::Add(acc[r][t], acc1[r][t]);
     }
   }
   if constexpr (kStepGroups == 2) {
@@ -539,6 +587,90 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   }
 }
 
+#if ORK_X86_DOT
+// acc + each int32 lane's four unsigned-by-signed byte products, 512 bits.
+HWY_INLINE __m512i DotAddUnsigned512(__m512i acc, __m512i u, __m512i s) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
+}
+
+// Tile's 1 x T batch tile on AVX-512 VNNI: a step's two code vectors side
+// by side in one 512-bit register meet a token's whole step of activations
+// (the panel holds them so: 64 bytes), one vpdpbusd per token and step
+// where Tile issues two; even and odd steps sum into separate registers,
+// so a token's chain waits on every other instruction only. The same
+// integers as Tile. llama-1b's i4 rows, K = 2048, one thread
+// (ork-kernels-bench, interleaved with --target=AVX3): see docs/BENCHMARKS.md.
+template <CodeKind K, int T>
+HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
+                           int64_t ldy) {
+  using C = Codes<K>;
+  const DI8 di;
+  const DI32 d32;
+  const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
+  const uint8_t* row0 = w.p0 + r0 * b0;
+  const uint8_t* row1 = b1 > 0 ? w.p1 + r0 * b1 : nullptr;
+  constexpr int64_t step0 = kPlane0StepBytes<K>, step1 = kPlane1StepBytes<K>;
+  const int64_t ahead = std::max<int64_t>(1, kSmallTilePrefetchBytes / (b0 + b1));
+  const uint8_t* next0 = w.p0 + (r0 + ahead) * b0;
+  const uint8_t* next1 = b1 > 0 ? w.p1 + (r0 + ahead) * b1 : nullptr;
+  __m512i even[T], odd[T];
+  for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm512_setzero_si512();
+  const int64_t groups = w.k / 32, steps = groups / kStepGroups;
+  auto step = [&](int64_t st, __m512i* acc) HWY_ATTR {
+    PrefetchSpan<step0>(next0 + st * step0);
+    if constexpr (step1 > 0) PrefetchSpan<step1>(next1 + st * step1);
+    typename C::V c0, c1;
+    C::LoadStep(row0, row1, st * kStepGroups, c0, c1);
+    __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(c0.raw), c1.raw, 1);
+    __mmask64 negative = 0;
+    if constexpr (!C::kUnsigned) {  // |w| against a with w's sign
+      negative = _mm512_movepi8_mask(codes);
+      codes = _mm512_abs_epi8(codes);
+    }
+    const int8_t* p = panel + st * T * kStepBytes;
+    for (int t = 0; t < T; ++t) {
+      __m512i av = _mm512_loadu_si512(p + t * kStepBytes);
+      if constexpr (!C::kUnsigned) av = _mm512_mask_sub_epi8(av, negative, _mm512_setzero_si512(), av);
+      acc[t] = DotAddUnsigned512(acc[t], codes, av);
+    }
+  };
+  int64_t st = 0;
+  for (; st + 2 <= steps; st += 2) {
+    step(st, even);
+    step(st + 1, odd);
+  }
+  if (st < steps) step(st, even);
+  int32_t dots[T];
+  for (int t = 0; t < T; ++t) dots[t] = _mm512_reduce_add_epi32(_mm512_add_epi32(even[t], odd[t]));
+  if constexpr (kStepGroups == 2) {
+    if (steps * kStepGroups < groups) {  // the odd group
+      const typename C::V c = C::LoadGroup(row0, row1, steps * kStepGroups);
+      for (int t = 0; t < T; ++t) {
+        const auto av = hn::LoadU(di, panel + steps * T * kStepBytes + t * 32);
+        dots[t] += static_cast<int32_t>(hn::GetLane(hn::SumOfLanes(d32, MacInto<C, true>(c, av, hn::Zero(d32)))));
+      }
+    }
+  }
+  const float ws = w.scales[r0] * w.scale_mul;
+  for (int t = 0; t < T; ++t) {
+    int32_t dot = dots[t];
+    if constexpr (C::kUnsigned) dot -= C::kOffset * a.sum[t0 + t];
+    y[(t0 + t) * ldy + r0] = ws * a.scale[t0 + t] * static_cast<float>(dot);
+  }
+}
+#endif
+
+// The 1 x T batch tile: TileWide where the CPU has AVX-512 VNNI, else Tile.
+template <CodeKind K, int T, bool kDot>
+HWY_INLINE void BatchTile(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
+                          int64_t ldy) {
+#if ORK_X86_DOT
+  if constexpr (kDot && T >= 4) return TileWide<K, T>(w, a, panel, r0, t0, y, ldy);
+#endif
+  Tile<K, 1, T, kDot>(w, a, panel, r0, t0, y, ldy);
+}
+
 // Prefill, blocked for the caches: tokens in chunks whose activations stay
 // in L2 (<= 256 KiB), copied into one panel per tile of 8 (then 4, then 1)
 // tokens (PanelActs); rows in blocks whose weights stay in L2 (<= 128 KiB),
@@ -566,10 +698,10 @@ void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
         const int8_t* panel = panels + (t - c0) * a.k;
         switch (tile_size(t)) {
           case 8:
-            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 8, kDot>(w, a, panel, r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) BatchTile<K, 8, kDot>(w, a, panel, r, t, y, ldy);
             break;
           case 4:
-            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 4, kDot>(w, a, panel, r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) BatchTile<K, 4, kDot>(w, a, panel, r, t, y, ldy);
             break;
           default:
             for (int64_t r = rb; r < re; ++r) Tile<K, 1, 1, kDot>(w, a, panel, r, t, y, ldy);
@@ -708,8 +840,8 @@ void MatmulAnyKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
 
 void QuantMatmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                  int64_t row_end) {
-#if ORK_ARM_DOT
-  if (arm_dotprod()) return MatmulAnyKind<true>(w, a, y, ldy, row_begin, row_end);
+#if ORK_DOT
+  if (int8_dot()) return MatmulAnyKind<true>(w, a, y, ldy, row_begin, row_end);
 #endif
   MatmulAnyKind<false>(w, a, y, ldy, row_begin, row_end);
 }
@@ -717,6 +849,8 @@ void QuantMatmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ld
 #undef ORK_X86_256
 #undef ORK_X86_128
 #undef ORK_ARM_DOT
+#undef ORK_X86_DOT
+#undef ORK_DOT
 
 #endif  // HWY_TARGET == HWY_SCALAR
 
