@@ -4,7 +4,9 @@ asserted). Repetition by repetition, interleaved, with the same threads:
 
   1. `ork bench` decode (tg) on the model, and the read-bandwidth probe it runs;
   2. `ork serve --parallel 4`: one stream alone, then 4 streams at once;
-  3. `llama-server -np 4` (../shared/peers) on the peer's GGUF: the same.
+  3. `llama-server -np 4` (../shared/peers) on the peer's GGUF: the same
+     (the peer build lacks libmtmd.so.0; bench/peer_mtmd_stub.c stands in
+     for it, text-only).
 
 Each stream is a /v1/completions request of a short prompt with
 max_tokens N, ignore_eos, greedy. One stream's speed is the server's own
@@ -24,12 +26,13 @@ import os
 import re
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 
 
-def start(cmd, pattern, timeout=300):
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def start(cmd, pattern, timeout=300, env=None):
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + timeout
     log = []
     while time.time() < deadline:
@@ -92,6 +95,18 @@ def measure_server(port, n, pairs):
     return ones, fours
 
 
+def mtmd_stand_in():
+    """The environment for a llama-server that cannot load libmtmd.so.0: the
+    stand-in of bench/peer_mtmd_stub.c compiled into a temporary directory."""
+    out = tempfile.mkdtemp(prefix="ork-mtmd-")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_mtmd_stub.c")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wl,-soname,libmtmd.so.0", "-o", os.path.join(out, "libmtmd.so.0"), src],
+                   check=True)
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = out + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
 def fmt(xs):
     return f"{statistics.median(xs):7.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
@@ -110,12 +125,18 @@ def main():
     a = ap.parse_args()
     peer = os.path.join(a.peers, "bin", "llama-server")
     peer_bench = os.path.join(a.peers, "bin", "llama-bench")
+    peer_env = None
     if a.peer_model:
         if not os.path.exists(peer):
             print(f"peer missing: {peer} (llama-server is not measured)")
             peer = None
         else:
             probe = subprocess.run([peer, "--version"], capture_output=True, text=True)
+            if probe.returncode != 0 and "libmtmd.so.0" in probe.stderr:
+                peer_env = mtmd_stand_in()
+                print("llama-server lacks libmtmd.so.0 (the peer build does not ship it): running it text-only "
+                      "against bench/peer_mtmd_stub.c, whose multimodal entry points abort if reached")
+                probe = subprocess.run([peer, "--version"], capture_output=True, text=True, env=peer_env)
             if probe.returncode != 0:
                 print(f"peer broken: {peer} --version exits {probe.returncode}: {probe.stderr.strip()[:300]}"
                       " (llama-server is not measured)")
@@ -148,7 +169,7 @@ def main():
                 print(f"llama-bench failed: {pb.stderr.strip()[:300]}")
         if a.peer_model and peer:
             p = start([peer, "-m", a.peer_model, "--port", str(a.port + 1), "-np", "4", "-c", "4096", "-t", str(a.threads)],
-                      r"listening|server is listening|HTTP server")
+                      r"listening|server is listening|HTTP server", env=peer_env)
             try:
                 wait_healthy(a.port + 1)
                 ones, fours = measure_server(a.port + 1, a.n, a.pairs)

@@ -336,8 +336,9 @@ def case_bad_requests(ork):
 
 
 def case_vanishing_and_slow_clients(ork):
-    """Clients that leave mid-stream free their slots; clients that send
-    slowly are dropped after --timeout; neither holds up anyone else."""
+    """Clients that leave mid-stream, or before a plain answer, free their
+    slots; clients that send slowly are dropped after --timeout; neither
+    holds up anyone else."""
     with Server(ork, ["--parallel", "2", "--timeout", "2", "-c", "8192"]) as s:
         # Streams that read a little and hang up, with long generations pending.
         for _ in range(6):
@@ -357,6 +358,24 @@ def case_vanishing_and_slow_clients(ork):
             time.sleep(0.1)
         assert m["ork_requests_processing"] == 0 and m["ork_requests_cancelled_total"] == 6, m
         assert m["ork_tokens_predicted_total"] < 6 * 4000, m
+        # Plain (not streamed) requests whose clients hang up once they have
+        # sent them: cancelled as well, their slots freed long before 4000 tokens.
+        before = m["ork_tokens_predicted_total"]
+        for _ in range(4):
+            sock = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+            body = json.dumps({"prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": True}).encode()
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            time.sleep(0.05)
+            sock.close()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            m = s.metrics()
+            if m["ork_requests_processing"] == 0 and m["ork_requests_deferred"] == 0 and m["ork_requests_cancelled_total"] == 10:
+                break
+            time.sleep(0.1)
+        assert m["ork_requests_processing"] == 0 and m["ork_requests_cancelled_total"] == 10, m
+        assert m["ork_tokens_predicted_total"] - before < 2 * 4000, m
         # Slow clients: headers a byte at a time, a body that never comes.
         slow = []
         for _ in range(3):

@@ -24,6 +24,7 @@
 #include "load_model.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
+#include "serve/peer_watch.h"
 #include "serve/scheduler.h"
 #include "serve/web_page.h"
 
@@ -150,8 +151,13 @@ void Server::completions(const httplib::Request& req, httplib::Response& res, bo
     stream(job, head, res);
     return;
   }
+  // A client that goes away before its answer cancels the request, as a
+  // stream's does (its slot is freed at the next step).
+  const serve::PeerWatch peer(req.remote_addr, req.remote_port, req.local_port);
   std::unique_lock<std::mutex> lk(job->mu);
-  job->cv.wait(lk, [&] { return job->done; });
+  while (!job->cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return job->done; })) {
+    if (!job->cancelled && peer.gone()) job->cancelled = true;
+  }
   std::string text;
   for (const std::string& piece : job->pending) text += piece;
   lk.unlock();
