@@ -137,6 +137,11 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
   if (o.n_gen == 0) return fail("bench --pair measures decode: -n must be > 0");
   std::vector<double> cpu_tg, npu_tg, ratios;
   DispatchStats decode_stats;
+  // Both halves of a pair evaluate the same prompt and decode the same
+  // tokens: a MoE routes them to the same experts, so the two read the same
+  // weights and differ only in the NPU.
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt)), tokens(static_cast<size_t>(o.n_gen));
+  uint32_t depth_seed = 0;
   auto decode = [&](bool with_npu) -> Result<double> {
     Context ctx(model, n_ctx);
     if (with_npu) {
@@ -144,23 +149,22 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
     } else {
       ctx.set_i8s_high_only(true);
     }
-    ORK_RETURN_IF_ERROR(fill_depth(ctx, o.n_depth, rng, tok));
-    std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
-    for (auto& t : prompt) t = tok(rng);
+    std::mt19937 depth_rng(depth_seed);
+    ORK_RETURN_IF_ERROR(fill_depth(ctx, o.n_depth, depth_rng, tok));
     std::vector<float> logits;
     if (!prompt.empty()) ORK_RETURN_IF_ERROR(ctx.eval(prompt, logits));
     ctx.reset_dispatch_stats();
     const double t0 = now_s();
-    for (int i = 0; i < o.n_gen; ++i) {
-      const int32_t t = tok(rng);
-      ORK_RETURN_IF_ERROR(ctx.eval(std::span<const int32_t>(&t, 1), logits));
-    }
+    for (const int32_t t : tokens) ORK_RETURN_IF_ERROR(ctx.eval(std::span<const int32_t>(&t, 1), logits));
     const double tg = o.n_gen / (now_s() - t0);
     if (with_npu) decode_stats.add(ctx.dispatch_stats());
     ctx.set_npu(nullptr);
     return tg;
   };
   for (int r = 0; r < o.reps; ++r) {
+    depth_seed = static_cast<uint32_t>(rng());
+    for (auto& t : prompt) t = tok(rng);
+    for (auto& t : tokens) t = tok(rng);
     double cpu = 0, npu = 0;
     for (int half = 0; half < 2; ++half) {
       const bool with_npu = (half == 0) == (r % 2 == 1);
