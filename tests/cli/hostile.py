@@ -355,13 +355,24 @@ def run_row(row, ork, testdata):
                 when = row["rc"][len("kill:"):]
                 if when == "temp":
                     # As soon as the output's temporary exists: killed mid-write.
+                    # The writer is stopped first and the temporary looked for
+                    # again, so a run that finished between the look and the
+                    # signal (a short write on a busy machine) cannot pass for
+                    # one killed mid-write; SIGTERM is pending when it resumes.
                     deadline = time.time() + TIMEOUT
                     while time.time() < deadline and not any(".ork-" in f for f in os.listdir(d)):
-                        time.sleep(0.01)
+                        time.sleep(0.001)
+                    os.killpg(proc.pid, signal.SIGSTOP)
+                    if not any(".ork-" in f for f in os.listdir(d)):
+                        os.killpg(proc.pid, signal.SIGCONT)
+                        proc.communicate(timeout=TIMEOUT)
+                        return "the write ended before it could be stopped mid-way: make it longer"
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    os.killpg(proc.pid, signal.SIGCONT)
                 else:
                     time.sleep(float(when))
-                # The shell runs ork as its last command: signal the group.
-                os.killpg(proc.pid, signal.SIGTERM)
+                    # The shell runs ork as its last command: signal the group.
+                    os.killpg(proc.pid, signal.SIGTERM)
             try:
                 out, _ = proc.communicate(timeout=TIMEOUT)
             except subprocess.TimeoutExpired:
