@@ -604,6 +604,7 @@ HWY_INLINE __m512i DotAddUnsigned512(__m512i acc, __m512i u, __m512i s) {
 template <CodeKind K, int T>
 HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
                            int64_t ldy) {
+  static_assert(T % 4 == 0, "the lane sums are taken four tokens at a time");
   using C = Codes<K>;
   const DI8 di;
   const DI32 d32;
@@ -641,8 +642,21 @@ HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8
     step(st + 1, odd);
   }
   if (st < steps) step(st, even);
-  int32_t dots[T];
-  for (int t = 0; t < T; ++t) dots[t] = _mm512_reduce_add_epi32(_mm512_add_epi32(even[t], odd[t]));
+  // The T tokens' lane sums four at a time: each register folded to 256
+  // bits, then horizontal adds across four of them (as Tile's four rows) -
+  // a row of a short matrix (K = 512 or 768: MoE experts' downs) has only
+  // 8 or 12 steps, and separate reductions cost as much as a third of them.
+  alignas(16) int32_t dots[T];
+  for (int t0g = 0; t0g < T; t0g += 4) {
+    __m256i half[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m512i v = _mm512_add_epi32(even[t0g + i], odd[t0g + i]);
+      half[i] = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    }
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(half[0], half[1]), _mm256_hadd_epi32(half[2], half[3]));
+    _mm_store_si128(reinterpret_cast<__m128i*>(dots + t0g),
+                    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+  }
   if constexpr (kStepGroups == 2) {
     if (steps * kStepGroups < groups) {  // the odd group
       const typename C::V c = C::LoadGroup(row0, row1, steps * kStepGroups);
