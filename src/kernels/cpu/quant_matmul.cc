@@ -601,39 +601,53 @@ HWY_INLINE __m512i DotAddUnsigned512(__m512i acc, __m512i u, __m512i s) {
 // so a token's chain waits on every other instruction only. The same
 // integers as Tile. llama-1b's i4 rows, K = 2048, one thread
 // (ork-kernels-bench, interleaved with --target=AVX3): see docs/BENCHMARKS.md.
-template <CodeKind K, int T>
+template <CodeKind K, int T, int R = 1>
 HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
                            int64_t ldy) {
   static_assert(T % 4 == 0, "the lane sums are taken four tokens at a time");
+  static_assert(R * T * 2 <= 16, "the sums must stay in registers beside the codes");
   using C = Codes<K>;
   const DI8 di;
   const DI32 d32;
   const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
-  const uint8_t* row0 = w.p0 + r0 * b0;
-  const uint8_t* row1 = b1 > 0 ? w.p1 + r0 * b1 : nullptr;
+  const uint8_t* row0[R];
+  const uint8_t* row1[R];
+  for (int r = 0; r < R; ++r) {
+    row0[r] = w.p0 + (r0 + r) * b0;
+    row1[r] = b1 > 0 ? w.p1 + (r0 + r) * b1 : nullptr;
+  }
   constexpr int64_t step0 = kPlane0StepBytes<K>, step1 = kPlane1StepBytes<K>;
-  const int64_t ahead = std::max<int64_t>(1, kSmallTilePrefetchBytes / (b0 + b1));
-  const uint8_t* next0 = w.p0 + (r0 + ahead) * b0;
-  const uint8_t* next1 = b1 > 0 ? w.p1 + (r0 + ahead) * b1 : nullptr;
-  __m512i even[T], odd[T];
-  for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm512_setzero_si512();
+  const int64_t ahead = std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1)));
+  const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
+  const uint8_t* next1 = b1 > 0 ? w.p1 + (r0 + R * ahead) * b1 : nullptr;
+  __m512i even[R][T], odd[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) even[r][t] = odd[r][t] = _mm512_setzero_si512();
+  }
   const int64_t groups = w.k / 32, steps = groups / kStepGroups;
-  auto step = [&](int64_t st, __m512i* acc) HWY_ATTR {
-    PrefetchSpan<step0>(next0 + st * step0);
-    if constexpr (step1 > 0) PrefetchSpan<step1>(next1 + st * step1);
-    typename C::V c0, c1;
-    C::LoadStep(row0, row1, st * kStepGroups, c0, c1);
-    __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(c0.raw), c1.raw, 1);
-    __mmask64 negative = 0;
-    if constexpr (!C::kUnsigned) {  // |w| against a with w's sign
-      negative = _mm512_movepi8_mask(codes);
-      codes = _mm512_abs_epi8(codes);
+  auto step = [&](int64_t st, __m512i (*acc)[T]) HWY_ATTR {
+    PrefetchSpan<R * step0>(next0 + st * R * step0);
+    if constexpr (step1 > 0) PrefetchSpan<R * step1>(next1 + st * R * step1);
+    __m512i codes[R];
+    __mmask64 negative[R];
+    for (int r = 0; r < R; ++r) {
+      typename C::V c0, c1;
+      C::LoadStep(row0[r], row1[r], st * kStepGroups, c0, c1);
+      codes[r] = _mm512_inserti64x4(_mm512_castsi256_si512(c0.raw), c1.raw, 1);
+      negative[r] = 0;
+      if constexpr (!C::kUnsigned) {  // |w| against a with w's sign
+        negative[r] = _mm512_movepi8_mask(codes[r]);
+        codes[r] = _mm512_abs_epi8(codes[r]);
+      }
     }
     const int8_t* p = panel + st * T * kStepBytes;
     for (int t = 0; t < T; ++t) {
-      __m512i av = _mm512_loadu_si512(p + t * kStepBytes);
-      if constexpr (!C::kUnsigned) av = _mm512_mask_sub_epi8(av, negative, _mm512_setzero_si512(), av);
-      acc[t] = DotAddUnsigned512(acc[t], codes, av);
+      const __m512i av = _mm512_loadu_si512(p + t * kStepBytes);
+      for (int r = 0; r < R; ++r) {
+        __m512i sv = av;
+        if constexpr (!C::kUnsigned) sv = _mm512_mask_sub_epi8(av, negative[r], _mm512_setzero_si512(), av);
+        acc[r][t] = DotAddUnsigned512(acc[r][t], codes[r], sv);
+      }
     }
   };
   int64_t st = 0;
@@ -646,43 +660,50 @@ HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8
   // bits, then horizontal adds across four of them (as Tile's four rows) -
   // a row of a short matrix (K = 512 or 768: MoE experts' downs) has only
   // 8 or 12 steps, and separate reductions cost as much as a third of them.
-  alignas(16) int32_t dots[T];
-  for (int t0g = 0; t0g < T; t0g += 4) {
-    __m256i half[4];
-    for (int i = 0; i < 4; ++i) {
-      const __m512i v = _mm512_add_epi32(even[t0g + i], odd[t0g + i]);
-      half[i] = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  alignas(16) int32_t dots[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int tg = 0; tg < T; tg += 4) {
+      __m256i half[4];
+      for (int i = 0; i < 4; ++i) {
+        const __m512i v = _mm512_add_epi32(even[r][tg + i], odd[r][tg + i]);
+        half[i] = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+      }
+      const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(half[0], half[1]), _mm256_hadd_epi32(half[2], half[3]));
+      _mm_store_si128(reinterpret_cast<__m128i*>(&dots[r][tg]),
+                      _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
     }
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(half[0], half[1]), _mm256_hadd_epi32(half[2], half[3]));
-    _mm_store_si128(reinterpret_cast<__m128i*>(dots + t0g),
-                    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
   }
   if constexpr (kStepGroups == 2) {
     if (steps * kStepGroups < groups) {  // the odd group
-      const typename C::V c = C::LoadGroup(row0, row1, steps * kStepGroups);
-      for (int t = 0; t < T; ++t) {
-        const auto av = hn::LoadU(di, panel + steps * T * kStepBytes + t * 32);
-        dots[t] += static_cast<int32_t>(hn::GetLane(hn::SumOfLanes(d32, MacInto<C, true>(c, av, hn::Zero(d32)))));
+      for (int r = 0; r < R; ++r) {
+        const typename C::V c = C::LoadGroup(row0[r], row1[r], steps * kStepGroups);
+        for (int t = 0; t < T; ++t) {
+          const auto av = hn::LoadU(di, panel + steps * T * kStepBytes + t * 32);
+          dots[r][t] += static_cast<int32_t>(hn::GetLane(hn::SumOfLanes(d32, MacInto<C, true>(c, av, hn::Zero(d32)))));
+        }
       }
     }
   }
-  const float ws = w.scales[r0] * w.scale_mul;
-  for (int t = 0; t < T; ++t) {
-    int32_t dot = dots[t];
-    if constexpr (C::kUnsigned) dot -= C::kOffset * a.sum[t0 + t];
-    y[(t0 + t) * ldy + r0] = ws * a.scale[t0 + t] * static_cast<float>(dot);
+  for (int r = 0; r < R; ++r) {
+    const float ws = w.scales[r0 + r] * w.scale_mul;
+    for (int t = 0; t < T; ++t) {
+      int32_t dot = dots[r][t];
+      if constexpr (C::kUnsigned) dot -= C::kOffset * a.sum[t0 + t];
+      y[(t0 + t) * ldy + r0 + r] = ws * a.scale[t0 + t] * static_cast<float>(dot);
+    }
   }
 }
 #endif
 
-// The 1 x T batch tile: TileWide where the CPU has AVX-512 VNNI, else Tile.
-template <CodeKind K, int T, bool kDot>
+// The R x T batch tile (R adjacent rows): TileWide where the CPU has
+// AVX-512 VNNI, else Tile row by row.
+template <CodeKind K, int T, int R, bool kDot>
 HWY_INLINE void BatchTile(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
                           int64_t ldy) {
 #if ORK_X86_DOT
-  if constexpr (kDot && T >= 4) return TileWide<K, T>(w, a, panel, r0, t0, y, ldy);
+  if constexpr (kDot && T >= 4) return TileWide<K, T, R>(w, a, panel, r0, t0, y, ldy);
 #endif
-  Tile<K, 1, T, kDot>(w, a, panel, r0, t0, y, ldy);
+  for (int r = 0; r < R; ++r) Tile<K, 1, T, kDot>(w, a, panel, r0 + r, t0, y, ldy);
 }
 
 // Prefill, blocked for the caches: tokens in chunks whose activations stay
@@ -712,11 +733,16 @@ void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
         const int8_t* panel = panels + (t - c0) * a.k;
         switch (tile_size(t)) {
           case 8:
-            for (int64_t r = rb; r < re; ++r) BatchTile<K, 8, kDot>(w, a, panel, r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) BatchTile<K, 8, 1, kDot>(w, a, panel, r, t, y, ldy);
             break;
-          case 4:
-            for (int64_t r = rb; r < re; ++r) BatchTile<K, 4, kDot>(w, a, panel, r, t, y, ldy);
+          case 4: {
+            // Two rows a tile: each activation load meets both (four tokens
+            // leave room for the sums of two rows in registers).
+            int64_t r = rb;
+            for (; r + 2 <= re; r += 2) BatchTile<K, 4, 2, kDot>(w, a, panel, r, t, y, ldy);
+            if (r < re) BatchTile<K, 4, 1, kDot>(w, a, panel, r, t, y, ldy);
             break;
+          }
           default:
             for (int64_t r = rb; r < re; ++r) Tile<K, 1, 1, kDot>(w, a, panel, r, t, y, ldy);
         }
