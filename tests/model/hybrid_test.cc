@@ -285,7 +285,9 @@ TEST_P(HybridFixture, PackedRunsOnTheIntegerKernelsExactly) {
   // there the step and the batch must agree on the answer and differ by well
   // under what the int8 tier itself moves them (below).
   const bool chunked = model_->config().has_delta_layers();
-  if (!chunked) EXPECT_EQ(step, batch);
+  if (!chunked) {
+    EXPECT_EQ(step, batch);
+  }
   // Beside another sequence, in one batch.
   Context a(**packed, 64), b(**packed, 64);
   const std::vector<int32_t> other(prompt_.rbegin(), prompt_.rend());

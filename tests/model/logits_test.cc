@@ -121,7 +121,7 @@ INSTANTIATE_TEST_SUITE_P(KQuants, CarriedPackLogits,
                                            PackCase{"Q8_0", 0.0122f}, PackCase{"Q4_0", 0.022f}, PackCase{"Q4_1", 0.012f},
                                            PackCase{"Q5_0", 0.0097f}, PackCase{"Q5_1", 0.028f}, PackCase{"IQ4_NL", 0.0097f},
                                            PackCase{"IQ4_XS", 0.0096f}),
-                         [](const auto& info) { return std::string(info.param.type); });
+                         [](const auto& param_info) { return std::string(param_info.param.type); });
 
 class RealModelLogits : public ::testing::TestWithParam<const char*> {};
 
