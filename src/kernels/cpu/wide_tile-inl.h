@@ -1,0 +1,122 @@
+// The batch tile on AVX-512 VNNI (the AVX3_VNNI target), one SIMD target's
+// worth. Not a header of its own: kernels/cpu/quant_matmul.cc includes it
+// inside its HWY_NAMESPACE once per target (Highway's -inl convention),
+// after the code inflation and activation panels it builds on; it holds
+// code only where ORK_X86_DOT is set (the AVX3 targets). The toggle guard
+// lets each target's pass include it again.
+#if defined(ORK_KERNELS_CPU_WIDE_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ORK_KERNELS_CPU_WIDE_TILE_INL_H_
+#undef ORK_KERNELS_CPU_WIDE_TILE_INL_H_
+#else
+#define ORK_KERNELS_CPU_WIDE_TILE_INL_H_
+#endif
+
+#if ORK_X86_DOT
+// acc + each int32 lane's four unsigned-by-signed byte products, 512 bits.
+HWY_INLINE __m512i DotAddUnsigned512(__m512i acc, __m512i u, __m512i s) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
+}
+
+// Tile's 1 x T batch tile on AVX-512 VNNI: a step's two code vectors side
+// by side in one 512-bit register meet a token's whole step of activations
+// (the panel holds them so: 64 bytes), one vpdpbusd per token and step
+// where Tile issues two; even and odd steps sum into separate registers,
+// so a token's chain waits on every other instruction only. The same
+// integers as Tile. llama-1b's i4 rows, K = 2048, one thread
+// (ork-kernels-bench, interleaved with --target=AVX3): see docs/BENCHMARKS.md.
+template <CodeKind K, int T, int R = 1>
+HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
+                           int64_t ldy) {
+  static_assert(T % 4 == 0, "the lane sums are taken four tokens at a time");
+  static_assert(R * T * 2 <= 16, "the sums must stay in registers beside the codes");
+  using C = Codes<K>;
+  const DI8 di;
+  const DI32 d32;
+  const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
+  const uint8_t* row0[R];
+  const uint8_t* row1[R];
+  for (int r = 0; r < R; ++r) {
+    row0[r] = w.p0 + (r0 + r) * b0;
+    row1[r] = b1 > 0 ? w.p1 + (r0 + r) * b1 : nullptr;
+  }
+  constexpr int64_t step0 = kPlane0StepBytes<K>, step1 = kPlane1StepBytes<K>;
+  const int64_t ahead = std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1)));
+  const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
+  const uint8_t* next1 = b1 > 0 ? w.p1 + (r0 + R * ahead) * b1 : nullptr;
+  __m512i even[R][T], odd[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) even[r][t] = odd[r][t] = _mm512_setzero_si512();
+  }
+  const int64_t groups = w.k / 32, steps = groups / kStepGroups;
+  auto step = [&](int64_t st, __m512i (*acc)[T]) HWY_ATTR {
+    PrefetchSpan<R * step0>(next0 + st * R * step0);
+    if constexpr (step1 > 0) PrefetchSpan<R * step1>(next1 + st * R * step1);
+    __m512i codes[R];
+    __mmask64 negative[R];
+    for (int r = 0; r < R; ++r) {
+      typename C::V c0, c1;
+      C::LoadStep(row0[r], row1[r], st * kStepGroups, c0, c1);
+      codes[r] = _mm512_inserti64x4(_mm512_castsi256_si512(c0.raw), c1.raw, 1);
+      negative[r] = 0;
+      if constexpr (!C::kUnsigned) {  // |w| against a with w's sign
+        negative[r] = _mm512_movepi8_mask(codes[r]);
+        codes[r] = _mm512_abs_epi8(codes[r]);
+      }
+    }
+    const int8_t* p = panel + st * T * kStepBytes;
+    for (int t = 0; t < T; ++t) {
+      const __m512i av = _mm512_loadu_si512(p + t * kStepBytes);
+      for (int r = 0; r < R; ++r) {
+        __m512i sv = av;
+        if constexpr (!C::kUnsigned) sv = _mm512_mask_sub_epi8(av, negative[r], _mm512_setzero_si512(), av);
+        acc[r][t] = DotAddUnsigned512(acc[r][t], codes[r], sv);
+      }
+    }
+  };
+  int64_t st = 0;
+  for (; st + 2 <= steps; st += 2) {
+    step(st, even);
+    step(st + 1, odd);
+  }
+  if (st < steps) step(st, even);
+  // The T tokens' lane sums four at a time: each register folded to 256
+  // bits, then horizontal adds across four of them (as Tile's four rows) -
+  // a row of a short matrix (K = 512 or 768: MoE experts' downs) has only
+  // 8 or 12 steps, and separate reductions cost as much as a third of them.
+  alignas(16) int32_t dots[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int tg = 0; tg < T; tg += 4) {
+      __m256i half[4];
+      for (int i = 0; i < 4; ++i) {
+        const __m512i v = _mm512_add_epi32(even[r][tg + i], odd[r][tg + i]);
+        half[i] = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+      }
+      const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(half[0], half[1]), _mm256_hadd_epi32(half[2], half[3]));
+      _mm_store_si128(reinterpret_cast<__m128i*>(&dots[r][tg]),
+                      _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+    }
+  }
+  if constexpr (kStepGroups == 2) {
+    if (steps * kStepGroups < groups) {  // the odd group
+      for (int r = 0; r < R; ++r) {
+        const typename C::V c = C::LoadGroup(row0[r], row1[r], steps * kStepGroups);
+        for (int t = 0; t < T; ++t) {
+          const auto av = hn::LoadU(di, panel + steps * T * kStepBytes + t * 32);
+          dots[r][t] += static_cast<int32_t>(hn::GetLane(hn::SumOfLanes(d32, MacInto<C, true>(c, av, hn::Zero(d32)))));
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const float ws = w.scales[r0 + r] * w.scale_mul;
+    for (int t = 0; t < T; ++t) {
+      int32_t dot = dots[r][t];
+      if constexpr (C::kUnsigned) dot -= C::kOffset * a.sum[t0 + t];
+      y[(t0 + t) * ldy + r0 + r] = ws * a.scale[t0 + t] * static_cast<float>(dot);
+    }
+  }
+}
+#endif  // ORK_X86_DOT
+
+#endif  // ORK_KERNELS_CPU_WIDE_TILE_INL_H_
