@@ -451,6 +451,21 @@ template <CodeKind K>
 constexpr int64_t kPlane1StepBytes =
     (K == CodeKind::kI5 ? 4 : K == CodeKind::kI6 ? 8 : K == CodeKind::kI8s ? 16 : 0) * kStepGroups;
 
+// A tile's R rows r0 + r * stride: where each starts in both planes.
+template <CodeKind K, int R>
+struct CodeRows {
+  int64_t b0, b1;  // plane bytes of a row
+  const uint8_t* row0[R];
+  const uint8_t* row1[R];  // null without a second plane
+  HWY_INLINE CodeRows(const QuantWeights& w, int64_t r0, int64_t stride)
+      : b0(plane0_row_bytes(K, w.k)), b1(plane1_row_bytes(K, w.k)) {
+    for (int r = 0; r < R; ++r) {
+      row0[r] = w.p0 + (r0 + r * stride) * b0;
+      row1[r] = b1 > 0 ? w.p1 + (r0 + r * stride) * b1 : nullptr;
+    }
+  }
+};
+
 // y for rows r0..r0+R-1 and tokens t0..t0+T-1, whose activations are the
 // tile's panel (PanelActs). kFar: rows r0 + r * stride instead, R streams
 // that each go on with their next row (decode; see MatmulKind).
@@ -461,13 +476,10 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   using C = Codes<K>;
   const DI8 di;
   const DI32 d32;
-  const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
-  const uint8_t* row0[R];
-  const uint8_t* row1[R];
-  for (int r = 0; r < R; ++r) {
-    row0[r] = w.p0 + (r0 + r * stride) * b0;
-    row1[r] = b1 > 0 ? w.p1 + (r0 + r * stride) * b1 : nullptr;
-  }
+  const CodeRows<K, R> rows(w, r0, stride);
+  const int64_t b0 = rows.b0, b1 = rows.b1;
+  const auto& row0 = rows.row0;
+  const auto& row1 = rows.row1;
   // Plane bytes per step of one row, and where the rows `ahead` tiles on start.
   constexpr int64_t step0 = kPlane0StepBytes<K>, step1 = kPlane1StepBytes<K>;
   const int64_t ahead = T <= 4 ? std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1))) : 1;

@@ -33,13 +33,10 @@ HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8
   using C = Codes<K>;
   const DI8 di;
   const DI32 d32;
-  const int64_t b0 = plane0_row_bytes(K, w.k), b1 = plane1_row_bytes(K, w.k);
-  const uint8_t* row0[R];
-  const uint8_t* row1[R];
-  for (int r = 0; r < R; ++r) {
-    row0[r] = w.p0 + (r0 + r) * b0;
-    row1[r] = b1 > 0 ? w.p1 + (r0 + r) * b1 : nullptr;
-  }
+  const CodeRows<K, R> rows(w, r0, 1);
+  const int64_t b0 = rows.b0, b1 = rows.b1;
+  const auto& row0 = rows.row0;
+  const auto& row1 = rows.row1;
   constexpr int64_t step0 = kPlane0StepBytes<K>, step1 = kPlane1StepBytes<K>;
   const int64_t ahead = std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1)));
   const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
