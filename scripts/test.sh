@@ -46,8 +46,22 @@ for t in $FUZZ_TARGETS; do
   work=build/fuzz/corpus-$t
   mkdir -p "$work"
   cp tests/fuzz/${t}_corpus/* "$work"/
-  # A crash stops the script; libFuzzer leaves the input as build/fuzz/crash-*.
-  (cd build/fuzz && ./tests/${t}_fuzz -max_total_time="${ORK_FUZZ_SECONDS:-20}" -rss_limit_mb=4096 \
-    -max_len=131072 -print_final_stats=1 "corpus-$t" 2>&1 | tail -n 4)
+  # A crash stops the script; libFuzzer leaves the input as build/fuzz/crash-*
+  # (leak-*, oom-*, timeout-*). The report and the input (base64) go to the
+  # log, so that a crash on a CI machine can be replayed from its log alone.
+  rm -f build/fuzz/crash-* build/fuzz/leak-* build/fuzz/oom-* build/fuzz/timeout-*
+  if ! (cd build/fuzz && ./tests/${t}_fuzz -max_total_time="${ORK_FUZZ_SECONDS:-20}" -rss_limit_mb=4096 \
+    -max_len=131072 -print_final_stats=1 "corpus-$t" >"fuzz-$t.log" 2>&1); then
+    echo "fuzz: ${t}_fuzz failed; the end of its report (build/fuzz/fuzz-$t.log):"
+    tail -n 80 "build/fuzz/fuzz-$t.log"
+    for f in build/fuzz/crash-* build/fuzz/leak-* build/fuzz/oom-* build/fuzz/timeout-*; do
+      [ -e "$f" ] || continue
+      echo "the input $f, $(stat -c %s "$f") bytes, base64 (first 64 KiB):"
+      head -c 65536 "$f" | base64 -w 0
+      echo
+    done
+    exit 1
+  fi
+  tail -n 4 "build/fuzz/fuzz-$t.log"
 done
 echo "fuzz: no crash (a crash would have failed this script; keep its input in tests/fuzz/<target>_corpus/)"

@@ -20,6 +20,18 @@ class Interpreter {
     for (const auto& [k, v] : vars) frames_.back()[k] = v;
     install_globals();
   }
+  // A namespace is the one mutable value, so the one way to a reference
+  // cycle ({% set ns.me = ns %}, or ns inside a dict a bound method holds):
+  // shared ownership alone would leak it. Nothing a render makes outlives
+  // it (the output is text), so every namespace made here is emptied at
+  // the end, which breaks any cycle through it.
+  ~Interpreter() {
+    for (const auto& weak : namespaces_) {
+      if (const auto ns = weak.lock()) Dict().swap(ns->attrs);
+    }
+  }
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   std::string run(const Body& body) {
     std::string out;
@@ -42,18 +54,24 @@ class Interpreter {
   }
   void assign(const std::string& name, Value v) { frames_.back()[name] = std::move(v); }
 
+  Value make_namespace(Dict attrs) {
+    Value v = Value::ns(std::move(attrs));
+    namespaces_.push_back(v.namespace_weak());
+    return v;
+  }
+
   void install_globals() {
     globals_["raise_exception"] = Value::function("raise_exception", [](const Args& a) -> Value {
       const Value* m = a.get(0, "message");
       throw TemplateError{m != nullptr ? m->to_str() : std::string(), true};
     });
-    globals_["namespace"] = Value::function("namespace", [](const Args& a) {
+    globals_["namespace"] = Value::function("namespace", [this](const Args& a) {
       Dict attrs;
       for (const Value& p : a.positional) {
         if (p.is_mapping()) attrs.insert(attrs.end(), p.entries().begin(), p.entries().end());
       }
       for (const auto& [k, v] : a.keyword) attrs.emplace_back(Value(k), v);
-      return Value::ns(std::move(attrs));
+      return make_namespace(std::move(attrs));
     });
     globals_["dict"] = Value::function("dict", [](const Args& a) {
       Dict d;
@@ -243,7 +261,7 @@ class Interpreter {
     for (size_t i = 0; i < parts.size(); ++i) assign(targets[i], parts[i]);
   }
 
-  static Value loop_object(const List& items, int64_t i) {
+  Value loop_object(const List& items, int64_t i) {
     const auto n = static_cast<int64_t>(items.size());
     Dict d;
     d.emplace_back(Value("index"), Value(i + 1));
@@ -261,7 +279,7 @@ class Interpreter {
                      if (a.positional.empty()) type_error("no items for cycling given");
                      return a.positional[static_cast<size_t>(i) % a.positional.size()];
                    }));
-    return Value::ns(std::move(d));
+    return make_namespace(std::move(d));
   }
 
   void define_macro(const Stmt& s) {
@@ -634,6 +652,7 @@ class Interpreter {
   int line_ = 0;
   int64_t steps_ = 0;
   int depth_ = 0;
+  std::vector<std::weak_ptr<Namespace>> namespaces_;
 };
 
 }  // namespace

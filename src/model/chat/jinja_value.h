@@ -79,6 +79,9 @@ class Value {
   const List& items() const { return *list_; }
   const Dict& entries() const { return *dict_; }
   Namespace& namespace_object() const { return *ns_; }
+  // The namespace without owning it (the interpreter's list of what to
+  // empty when a render ends).
+  std::weak_ptr<Namespace> namespace_weak() const { return ns_; }
   const std::string& function_name() const { return *s_; }
   Value call(const Args& args) const;
   // For Undefined: what was looked up ("'dict object' has no attribute 'x'").
