@@ -257,7 +257,11 @@ TEST_F(EveryTarget, BlockKindsMatchReference) {
                                {4, 256, 70, 0, 4},   {5, 512, 13, 0, 5}, {3, 4096, 1, 0, 3}, {2, 256, 8, 0, 2},
                                {11, 5632, 1, 0, 11}, {4, 1280, 6, 1, 4}};
   // The 32-weight kinds' rows are any number of groups: odd counts too.
-  const BlockShape q80_shapes[] = {{3, 32, 1, 0, 3}, {5, 96, 1, 0, 5}, {7, 2144, 1, 1, 7}, {4, 160, 3, 0, 4}, {6, 2144, 9, 0, 6}};
+  // And blocks of sixteen rows (AVX-512 VNNI's q4_0 batch tile) with tails
+  // and partial ranges, groups in eights and not.
+  const BlockShape q80_shapes[] = {{3, 32, 1, 0, 3},     {5, 96, 1, 0, 5},     {7, 2144, 1, 1, 7},
+                                   {4, 160, 3, 0, 4},    {6, 2144, 9, 0, 6},   {37, 256, 4, 0, 37},
+                                   {35, 2144, 9, 2, 35}, {16, 96, 12, 0, 16},  {50, 800, 70, 5, 47}};
   for (CodeKind kind : kBlockKinds) {
     for (int misalign : {0, 1}) {
       for (bool floats : {false, true}) {

@@ -267,6 +267,9 @@ struct BlockActs {
   // kOffset times the activations under each int32 lane of each step
   // ([token][step][lanes]).
   const int32_t* step_offsets = nullptr;
+  // AVX-512 VNNI's sixteen-row tile (Rows16Dot): minus kOffset times
+  // each group's activations, [token][group].
+  const int32_t* group_offsets = nullptr;
 };
 
 // The R rows a block kind's tile reads (rows r0 + r * stride): their two
@@ -647,6 +650,9 @@ HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const in
   }
 }
 
+#include "kernels/cpu/rows16_tile-inl.h"  // Rows16Prepare, Rows16Dot: q4_0 batches on AVX-512 VNNI
+
+
 // Every token's activation sum over each group of 32 (the mins' kinds),
 // times the scale of the activation block (of `block` codes) it is in.
 void GroupActs(const int8_t* codes, const float* scales, int n, int64_t k, int64_t block, std::vector<float>& out) {
@@ -700,10 +706,83 @@ void SubSums(const int8_t* codes, int n, int64_t k, std::vector<int16_t>& out) {
   }
 }
 
+// Tokens [t_begin, t_end) of a batch against rows [row_begin, row_end):
+// tokens in chunks kept in L2, tiles of 4, 2 and 1 tokens over blocks of
+// rows kept in L2 (the block tile keeps twice the accumulators of Tile, so
+// 8 tokens would spill on AVX2). `q`: every token's codes, k a token.
+template <CodeKind K, bool kDot>
+void BlockBatch(const QuantWeights& w, const BlockActs& acts, const int8_t* q, int64_t k, float* y, int64_t ldy,
+                int64_t row_begin, int64_t row_end, int t_begin, int t_end) {
+  constexpr bool kNibbleOrder = K != CodeKind::kQ80;
+  thread_local std::vector<int8_t> scratch;
+  const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / k / 4 * 4, 4, 256));
+  const int64_t row_bytes = plane0_row_bytes(K, w.k) + plane1_row_bytes(K, w.k);
+  const int64_t row_block = std::max<int64_t>(4, (int64_t{128} << 10) / row_bytes);
+  int8_t* const panels = PanelScratch(scratch, std::min(chunk, t_end - t_begin) * k);
+  for (int c0 = t_begin; c0 < t_end; c0 += chunk) {
+    const int c1 = std::min(t_end, c0 + chunk);
+    const int t4 = c0 + (c1 - c0) / 4 * 4, t2 = t4 + (c1 - t4) / 2 * 2;
+    auto tile_size = [&](int t) { return t < t4 ? 4 : t < t2 ? 2 : 1; };
+    for (int t = c0; t < c1; t += tile_size(t)) {
+      PanelActs<kNibbleOrder>(q + t * k, tile_size(t), k, panels + (t - c0) * k);
+    }
+    for (int64_t rb = row_begin; rb < row_end; rb += row_block) {
+      const int64_t re = std::min(row_end, rb + row_block);
+      for (int t = c0; t < c1; t += tile_size(t)) {
+        const int8_t* panel = panels + (t - c0) * k;
+        switch (tile_size(t)) {
+          case 4:
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 4, false, kDot>(w, acts, panel, r, t, y, ldy);
+            break;
+          case 2:
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 2, false, kDot>(w, acts, panel, r, t, y, ldy);
+            break;
+          default:
+            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 1, false, kDot>(w, acts, panel, r, t, y, ldy);
+        }
+      }
+    }
+  }
+}
+
+#if ORK_X86_DOT
+// A batch of four tokens or more of a kind Rows16Dot serves: tokens in
+// chunks kept in L2; within a chunk, each sixteen rows prepared once
+// (transposed: Rows16Prepare) and met by its tiles of 8, then 4 tokens,
+// while the next sixteen rows come in. The rows after the last sixteen and
+// the last n % 4 tokens take BlockBatch.
+template <CodeKind K, bool kDot>
+void MatmulRows16(const QuantWeights& w, const BlockActs& acts, const int8_t* q, int n, float* y, int64_t ldy,
+                  int64_t row_begin, int64_t row_end) {
+  const int64_t k = w.k;
+  const int64_t row16_end = row_begin + (row_end - row_begin) / 16 * 16;
+  const int n4 = n / 4 * 4;
+  const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / k / 8 * 8, 8, 256));
+  const int64_t b0 = plane0_row_bytes(K, k), b1 = plane1_row_bytes(K, k);
+  thread_local Rows16 prepared;
+  for (int c0 = 0; c0 < n4; c0 += chunk) {
+    const int c1 = std::min(n4, c0 + chunk), t8 = c0 + (c1 - c0) / 8 * 8;
+    for (int64_t r = row_begin; r < row16_end; r += 16) {
+      Rows16Prepare<K>(w, r, prepared);
+      Rows16Next next;  // for the first tile only (two blocks ahead measured slower)
+      if (r + 16 < row16_end) {
+        next.span[0] = w.p0 + (r + 16) * b0;
+        next.span[1] = w.p1 + (r + 16) * b1;
+        next.bytes[0] = 16 * b0;
+        next.bytes[1] = 16 * b1;
+      }
+      int t = c0;
+      for (; t < t8; t += 8) Rows16Dot<8>(prepared, acts, q, k, r, t, y, ldy, t == c0 ? next : Rows16Next{});
+      if (t < c1) Rows16Dot<4>(prepared, acts, q, k, r, t, y, ldy, t == c0 ? next : Rows16Next{});
+    }
+  }
+  if (row16_end < row_end) BlockBatch<K, kDot>(w, acts, q, k, y, ldy, row16_end, row_end, 0, n);
+  if (n4 < n) BlockBatch<K, kDot>(w, acts, q, k, y, ldy, row_begin, row16_end, n4, n);
+}
+#endif
+
 // As MatmulKind and MatmulPrefill: decode reads two far streams per
-// thread; batches go in chunks of tokens kept in L2, tiles of 4, 2 and 1
-// tokens over blocks of rows kept in L2 (the block tile keeps twice the
-// accumulators of Tile, so 8 tokens would spill on AVX2).
+// thread; batches go to MatmulRows16 (q4_0 on AVX-512 VNNI) or BlockBatch.
 template <CodeKind K, bool kDot = false>
 void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64_t ldy, int64_t row_begin,
                      int64_t row_end) {
@@ -753,6 +832,18 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
     StepOffsets<Block32Codes<K>::kOffset>(q, in.n, in.k, step_offsets);
     acts.step_offsets = step_offsets.data();
   }
+#if ORK_X86_DOT
+  // Batches of four tokens or more of the kinds Rows16Dot serves.
+  thread_local std::vector<int32_t> group_offsets;
+  bool rows16 = false;
+  if constexpr (kDot && kRows16<K>) {
+    rows16 = in.n >= 4 && block == 32;
+    if (rows16) {
+      GroupOffsets<Block32Codes<K>::kOffset>(q, in.n, in.k, group_offsets);
+      acts.group_offsets = group_offsets.data();
+    }
+  }
+#endif
   QuantActs a = in;  // the codes the tiles read
   a.q = q;
   if (a.n == 1) {
@@ -765,34 +856,12 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
     if ((row_end - row_begin) % 2 == 1) AnyBlockTile<K, 1, 1, false, kDot>(w, acts, panel, row_end - 1, 0, y, ldy);
     return;
   }
-  const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / a.k / 4 * 4, 4, 256));
-  const int64_t row_bytes = plane0_row_bytes(K, w.k) + plane1_row_bytes(K, w.k);
-  const int64_t row_block = std::max<int64_t>(4, (int64_t{128} << 10) / row_bytes);
-  int8_t* const panels = PanelScratch(scratch, std::min(chunk, a.n) * a.k);
-  for (int c0 = 0; c0 < a.n; c0 += chunk) {
-    const int c1 = std::min(a.n, c0 + chunk);
-    const int t4 = c0 + (c1 - c0) / 4 * 4, t2 = t4 + (c1 - t4) / 2 * 2;
-    auto tile_size = [&](int t) { return t < t4 ? 4 : t < t2 ? 2 : 1; };
-    for (int t = c0; t < c1; t += tile_size(t)) {
-      PanelActs<kNibbleOrder>(a.q + t * a.k, tile_size(t), a.k, panels + (t - c0) * a.k);
-    }
-    for (int64_t rb = row_begin; rb < row_end; rb += row_block) {
-      const int64_t re = std::min(row_end, rb + row_block);
-      for (int t = c0; t < c1; t += tile_size(t)) {
-        const int8_t* panel = panels + (t - c0) * a.k;
-        switch (tile_size(t)) {
-          case 4:
-            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 4, false, kDot>(w, acts, panel, r, t, y, ldy);
-            break;
-          case 2:
-            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 2, false, kDot>(w, acts, panel, r, t, y, ldy);
-            break;
-          default:
-            for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 1, false, kDot>(w, acts, panel, r, t, y, ldy);
-        }
-      }
-    }
+#if ORK_X86_DOT
+  if constexpr (kDot && kRows16<K>) {
+    if (rows16) return MatmulRows16<K, kDot>(w, acts, a.q, a.n, y, ldy, row_begin, row_end);
   }
+#endif
+  BlockBatch<K, kDot>(w, acts, a.q, a.k, y, ldy, row_begin, row_end, 0, a.n);
 }
 
 #endif  // ORK_KERNELS_CPU_BLOCK_MATMUL_INL_H_

@@ -1,0 +1,178 @@
+// q4_0 batches on AVX-512 VNNI (the AVX3_VNNI
+// target), one SIMD target's worth. Not a header of its own:
+// kernels/cpu/block_matmul-inl.h includes it inside its HWY_NAMESPACE once
+// per target (Highway's -inl convention), after Block32Tile and its
+// activations; it holds code only where ORK_X86_DOT is set (the AVX3
+// targets). The toggle guard lets each target's pass include it again.
+#if defined(ORK_KERNELS_CPU_ROWS16_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ORK_KERNELS_CPU_ROWS16_TILE_INL_H_
+#undef ORK_KERNELS_CPU_ROWS16_TILE_INL_H_
+#else
+#define ORK_KERNELS_CPU_ROWS16_TILE_INL_H_
+#endif
+
+#if ORK_X86_DOT
+// The kinds the sixteen-row tile serves: q4_0, llama.cpp's Q4_0 files. (q5_0,
+// q4_1, q5_1, q8_0 and iq4_nl would take the same tile with their own code
+// inflation; they keep Block32Tile.)
+template <CodeKind K>
+constexpr bool kRows16 = K == CodeKind::kQ40;
+
+// acc + each int32 lane's four products of u's unsigned bytes with the four
+// signed bytes at p (the same four for every lane: an embedded broadcast).
+HWY_INLINE __m512i DotAddBroadcast512(__m512i acc, __m512i u, const int8_t* p) {
+  // The memory operand names the four bytes themselves (read as one
+  // broadcast dword; asm operands do not alias), not a copy on the stack.
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
+// Sixteen rows' four dwords at p + r * stride, transposed: out[j] holds
+// dword j of rows 0..15 in its lanes 0..15. (Rows as a base and a stride
+// keep the sixteen addresses in six registers.)
+HWY_INLINE void Transpose16x4(const uint8_t* p, int64_t stride, __m512i out[4]) {
+  const int64_t s4 = 4 * stride, s12 = 12 * stride;
+  auto lane = [](const uint8_t* at) HWY_ATTR { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)); };
+  __m512i z[4];
+  for (int q = 0; q < 4; ++q) {  // 128-bit lane L of z[q]: row q + 4 L
+    const uint8_t* row = p + q * stride;
+    __m512i v = _mm512_castsi128_si512(lane(row));
+    v = _mm512_inserti32x4(v, lane(row + s4), 1);
+    v = _mm512_inserti32x4(v, lane(row + 2 * s4), 2);
+    z[q] = _mm512_inserti32x4(v, lane(row + s12), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// The weight scales d of sixteen rows (headers at p + r * stride),
+// [group][row] as floats.
+template <CodeKind K>
+void Rows16Scales(const uint8_t* p, int64_t stride, int64_t groups, float* d) {
+  static_assert(Block32Codes<K>::kHeader == 2, "one f16 d per group, a row's headers adjacent");
+  int64_t g = 0;
+  for (; g + 8 <= groups; g += 8) {  // eight groups' d per row: 16 bytes
+    __m512i pairs[4];
+    Transpose16x4(p + g * 2, stride, pairs);
+    for (int j = 0; j < 4; ++j) {
+      _mm512_storeu_ps(d + (g + 2 * j) * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(pairs[j])));
+      _mm512_storeu_ps(d + (g + 2 * j + 1) * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(pairs[j], 16))));
+    }
+  }
+  for (; g < groups; ++g) {
+    for (int r = 0; r < 16; ++r) d[g * 16 + r] = HeaderF16(p + r * stride + g * 2);
+  }
+}
+
+// Sixteen rows of a batch on AVX-512 VNNI, an int32 lane per row, in two
+// phases. Rows16Prepare transposes the rows once: each group's 16 x 32
+// codes become eight registers' worth, register j holding four
+// consecutive codes of each of the sixteen rows (q4_0's bytes as they are,
+// 4 x 16 of them, split into low and high nibbles: codes 4j.. and
+// 16 + 4j..), and the rows' d become floats, [group][row]. Rows16Dot then
+// meets them with each tile of T tokens: a vpdpbusd takes a token's four
+// activations broadcast, eight of them sum a whole group for sixteen rows,
+// which become floats once and meet the rows' d times the token's scale in
+// one multiply-add. (Block32Tile sums four products per lane for one row
+// and turns every 64 weights of every row and token into floats.) The same
+// integers: q4_0's codes stay unsigned, each token-group's sum started
+// from minus eight times its activations (a.group_offsets); the float sums
+// are taken group by group, so results agree with the reference to
+// rounding, as Block32Tile's do.
+struct Rows16 {
+  std::vector<uint8_t> bytes;  // the codes' storage, with room to align it
+  __m512i* codes = nullptr;    // [group][8], 64-byte aligned
+  std::vector<float> d;        // [group][16]
+};
+
+template <CodeKind K>
+HWY_NOINLINE void Rows16Prepare(const QuantWeights& w, int64_t r0, Rows16& out) {
+  static_assert(kRows16<K>, "a kind Rows16Prepare serves");
+  const BlockRows<K, 16> rows(w, r0, 1);  // adjacent: row r at row0[0] + r * b0 (row1[0] + r * b1)
+  const int64_t groups = w.k / 32;
+  out.bytes.resize(static_cast<size_t>(groups * 512 + 64));
+  const auto at = reinterpret_cast<uintptr_t>(out.bytes.data());
+  out.codes = reinterpret_cast<__m512i*>(out.bytes.data() + ((64 - at % 64) % 64));
+  out.d.resize(static_cast<size_t>(groups * 16));
+  Rows16Scales<K>(rows.headers[0], rows.b1, groups, out.d.data());
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  __m512i* codes = out.codes;
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i packed[4];
+    Transpose16x4(rows.row0[0] + g * 16, rows.b0, packed);
+    for (int j = 0; j < 4; ++j) {
+      _mm512_store_si512(codes + g * 8 + j, _mm512_and_si512(packed[j], low));
+      _mm512_store_si512(codes + g * 8 + j + 4, _mm512_and_si512(_mm512_srli_epi16(packed[j], 4), low));
+    }
+  }
+}
+
+// acc + the products of a prepared group's eight code registers with a
+// token's 32 activation codes at q (one chain, or two for short tiles).
+template <bool kTwoChains>
+HWY_INLINE __m512i GroupDot(__m512i acc, const __m512i* codes, const int8_t* q) {
+  if constexpr (kTwoChains) {
+    __m512i odd = _mm512_setzero_si512();
+    for (int j = 0; j < 8; j += 2) {
+      acc = DotAddBroadcast512(acc, codes[j], q + 4 * j);
+      odd = DotAddBroadcast512(odd, codes[j + 1], q + 4 * j + 4);
+    }
+    return _mm512_add_epi32(acc, odd);
+  } else {
+    for (int j = 0; j < 8; ++j) acc = DotAddBroadcast512(acc, codes[j], q + 4 * j);
+    return acc;
+  }
+}
+
+// Memory to bring in while a tile computes (the next sixteen rows: codes
+// and headers), a part of each span per group.
+struct Rows16Next {
+  const uint8_t* span[2] = {nullptr, nullptr};
+  int64_t bytes[2] = {0, 0};
+};
+
+// T tokens (from t0) against sixteen prepared rows (from r0); `acts` holds
+// the tokens' codes in weight order.
+template <int T>
+HWY_NOINLINE void Rows16Dot(const Rows16& rows, const BlockActs& a, const int8_t* acts, int64_t k, int64_t r0, int t0,
+                            float* y, int64_t ldy, const Rows16Next& next) {
+  const int64_t groups = k / 32;
+  int64_t per_group[2];
+  for (int i = 0; i < 2; ++i) per_group[i] = next.bytes[i] > 0 ? (next.bytes[i] / groups + 64) / 64 * 64 : 0;
+  __m512 facc[T];
+  for (int t = 0; t < T; ++t) facc[t] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int i = 0; i < 2; ++i) {
+      const int64_t from = g * per_group[i], to = std::min(from + per_group[i], next.bytes[i]);
+      for (int64_t off = from; off < to; off += 64) hwy::Prefetch(next.span[i] + off);
+    }
+    const __m512i* codes = rows.codes + g * 8;
+    const __m512 d = _mm512_loadu_ps(rows.d.data() + g * 16);
+    for (int t = 0; t < T; ++t) {
+      const int64_t at = (t0 + t) * groups + g;
+      const __m512i sum = GroupDot<T <= 4>(_mm512_set1_epi32(a.group_offsets[at]), codes, acts + (t0 + t) * k + g * 32);
+      facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(a.scale[at])), facc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + (t0 + t) * ldy + r0, facc[t]);
+}
+
+// Minus kOffset times each group's activation codes, [token][group].
+template <int kOffset>
+void GroupOffsets(const int8_t* codes, int n, int64_t k, std::vector<int32_t>& out) {
+  const int64_t groups = k / 32;
+  out.resize(static_cast<size_t>(n * groups));
+  const __m256i offset = _mm256_set1_epi8(static_cast<char>(kOffset));
+  for (int64_t i = 0; i < n * groups; ++i) {
+    __m256i sums = _mm256_setzero_si256();
+    asm("vpdpbusd %2, %1, %0" : "+v"(sums) : "v"(offset), "v"(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + i * 32))));
+    out[static_cast<size_t>(i)] = -_mm512_reduce_add_epi32(_mm512_zextsi256_si512(sums));
+  }
+}
+#endif  // ORK_X86_DOT
+
+#endif  // ORK_KERNELS_CPU_ROWS16_TILE_INL_H_
