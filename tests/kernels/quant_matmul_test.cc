@@ -255,7 +255,9 @@ TEST_F(EveryTarget, BlockKindsMatchReference) {
   const BlockShape shapes[] = {{1, 256, 1, 0, 1},    {7, 512, 1, 0, 7},  {5, 256, 2, 0, 5},  {9, 768, 3, 1, 9},
                                {4, 2048, 4, 0, 4},   {6, 256, 5, 0, 6},  {3, 1024, 9, 0, 3}, {10, 2048, 1, 1, 9},
                                {4, 256, 70, 0, 4},   {5, 512, 13, 0, 5}, {3, 4096, 1, 0, 3}, {2, 256, 8, 0, 2},
-                               {11, 5632, 1, 0, 11}, {4, 1280, 6, 1, 4}};
+                               {11, 5632, 1, 0, 11}, {4, 1280, 6, 1, 4},
+                               // Sixteen rows at once (q4_0 and q4_K on AVX-512 VNNI), with tails.
+                               {37, 512, 4, 0, 37},  {35, 2048, 9, 2, 35}, {50, 768, 70, 5, 47}};
   // The 32-weight kinds' rows are any number of groups: odd counts too.
   // And blocks of sixteen rows (AVX-512 VNNI's q4_0 batch tile) with tails
   // and partial ranges, groups in eights and not.

@@ -772,8 +772,8 @@ void MatmulRows16(const QuantWeights& w, const BlockActs& acts, const int8_t* q,
         next.bytes[1] = 16 * b1;
       }
       int t = c0;
-      for (; t < t8; t += 8) Rows16Dot<8>(prepared, acts, q, k, r, t, y, ldy, t == c0 ? next : Rows16Next{});
-      if (t < c1) Rows16Dot<4>(prepared, acts, q, k, r, t, y, ldy, t == c0 ? next : Rows16Next{});
+      for (; t < t8; t += 8) Rows16Dot<K, 8>(prepared, acts, q, k, r, t, y, ldy, t == c0 ? next : Rows16Next{});
+      if (t < c1) Rows16Dot<K, 4>(prepared, acts, q, k, r, t, y, ldy, t == c0 ? next : Rows16Next{});
     }
   }
   if (row16_end < row_end) BlockBatch<K, kDot>(w, acts, q, k, y, ldy, row16_end, row_end, 0, n);
@@ -837,10 +837,12 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
   thread_local std::vector<int32_t> group_offsets;
   bool rows16 = false;
   if constexpr (kDot && kRows16<K>) {
-    rows16 = in.n >= 4 && block == 32;
-    if (rows16) {
-      GroupOffsets<Block32Codes<K>::kOffset>(q, in.n, in.k, group_offsets);
-      acts.group_offsets = group_offsets.data();
+    rows16 = in.n >= 4 && (K == CodeKind::kQ4k || block == 32);
+    if constexpr (K == CodeKind::kQ40) {
+      if (rows16) {
+        GroupOffsets<Block32Codes<K>::kOffset>(q, in.n, in.k, group_offsets);
+        acts.group_offsets = group_offsets.data();
+      }
     }
   }
 #endif

@@ -12,11 +12,13 @@
 #endif
 
 #if ORK_X86_DOT
-// The kinds the sixteen-row tile serves: q4_0, llama.cpp's Q4_0 files. (q5_0,
-// q4_1, q5_1, q8_0 and iq4_nl would take the same tile with their own code
-// inflation; they keep Block32Tile.)
+// The kinds the sixteen-row tile serves: q4_0 (llama.cpp's Q4_0 files) and
+// q4_K (most of a Q4_K_M file), whose codes ork keeps alike: 32-weight
+// groups of nibbles. (q5_0, q4_1, q5_1, q8_0, iq4_nl and the other K-quants
+// would take the same tile with their own code inflation and scales; they
+// keep Block32Tile and BlockTile.)
 template <CodeKind K>
-constexpr bool kRows16 = K == CodeKind::kQ40;
+constexpr bool kRows16 = K == CodeKind::kQ40 || K == CodeKind::kQ4k;
 
 // acc + each int32 lane's four products of u's unsigned bytes with the four
 // signed bytes at p (the same four for every lane: an embedded broadcast).
@@ -49,11 +51,10 @@ HWY_INLINE void Transpose16x4(const uint8_t* p, int64_t stride, __m512i out[4]) 
   out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-// The weight scales d of sixteen rows (headers at p + r * stride),
+// q4_0's weight scales d of sixteen rows (headers at p + r * stride),
 // [group][row] as floats.
-template <CodeKind K>
 void Rows16Scales(const uint8_t* p, int64_t stride, int64_t groups, float* d) {
-  static_assert(Block32Codes<K>::kHeader == 2, "one f16 d per group, a row's headers adjacent");
+  static_assert(Block32Codes<CodeKind::kQ40>::kHeader == 2, "one f16 d per group, a row's headers adjacent");
   int64_t g = 0;
   for (; g + 8 <= groups; g += 8) {  // eight groups' d per row: 16 bytes
     __m512i pairs[4];
@@ -86,8 +87,31 @@ void Rows16Scales(const uint8_t* p, int64_t stride, int64_t groups, float* d) {
 struct Rows16 {
   std::vector<uint8_t> bytes;  // the codes' storage, with room to align it
   __m512i* codes = nullptr;    // [group][8], 64-byte aligned
-  std::vector<float> d;        // [group][16]
+  std::vector<float> d;        // [group][16]: q4_0's d, q4_K's d * sub-scale
+  std::vector<float> m;        // [group][16]: q4_K's dmin * sub-min
 };
+
+// q4_K's scales of sixteen rows (headers at p + r * stride: per super-block
+// of 256, f16 d and dmin, then eight sub-scales and eight sub-mins, a byte
+// each): d * scale and dmin * min per group of 32, [group][row].
+void Rows16Q4kScales(const uint8_t* p, int64_t stride, int64_t groups, float* d, float* m) {
+  static_assert(kQ4kHeaderBytes == 20, "d, dmin, 8 scales, 8 mins");
+  const __m512i byte = _mm512_set1_epi32(0xFF);
+  for (int64_t b = 0; b < groups / 8; ++b) {
+    __m512i head[4], subs[4];
+    Transpose16x4(p + b * kQ4kHeaderBytes, stride, head);      // head[0]: d | dmin << 16
+    Transpose16x4(p + b * kQ4kHeaderBytes + 4, stride, subs);  // scales 0-3, 4-7, mins 0-3, 4-7
+    const __m512 db = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head[0]));
+    const __m512 mb = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head[0], 16)));
+    for (int s = 0; s < 8; ++s) {
+      const int shift = 8 * (s % 4);
+      const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(subs[s / 4], shift), byte);
+      const __m512i mn = _mm512_and_si512(_mm512_srli_epi32(subs[2 + s / 4], shift), byte);
+      _mm512_storeu_ps(d + (b * 8 + s) * 16, _mm512_mul_ps(db, _mm512_cvtepi32_ps(sc)));
+      _mm512_storeu_ps(m + (b * 8 + s) * 16, _mm512_mul_ps(mb, _mm512_cvtepi32_ps(mn)));
+    }
+  }
+}
 
 template <CodeKind K>
 HWY_NOINLINE void Rows16Prepare(const QuantWeights& w, int64_t r0, Rows16& out) {
@@ -98,7 +122,12 @@ HWY_NOINLINE void Rows16Prepare(const QuantWeights& w, int64_t r0, Rows16& out) 
   const auto at = reinterpret_cast<uintptr_t>(out.bytes.data());
   out.codes = reinterpret_cast<__m512i*>(out.bytes.data() + ((64 - at % 64) % 64));
   out.d.resize(static_cast<size_t>(groups * 16));
-  Rows16Scales<K>(rows.headers[0], rows.b1, groups, out.d.data());
+  if constexpr (K == CodeKind::kQ4k) {
+    out.m.resize(static_cast<size_t>(groups * 16));
+    Rows16Q4kScales(rows.headers[0], rows.b1, groups, out.d.data(), out.m.data());
+  } else {
+    Rows16Scales(rows.headers[0], rows.b1, groups, out.d.data());
+  }
   const __m512i low = _mm512_set1_epi8(0x0F);
   __m512i* codes = out.codes;
   for (int64_t g = 0; g < groups; ++g) {
@@ -136,8 +165,10 @@ struct Rows16Next {
 };
 
 // T tokens (from t0) against sixteen prepared rows (from r0); `acts` holds
-// the tokens' codes in weight order.
-template <int T>
+// the tokens' codes in weight order. q4_K: the group's float sums times
+// d * scale and the token's super-block scale, less dmin * min times the
+// token's scaled activation sum over the group (a.group_acts).
+template <CodeKind K, int T>
 HWY_NOINLINE void Rows16Dot(const Rows16& rows, const BlockActs& a, const int8_t* acts, int64_t k, int64_t r0, int t0,
                             float* y, int64_t ldy, const Rows16Next& next) {
   const int64_t groups = k / 32;
@@ -154,8 +185,16 @@ HWY_NOINLINE void Rows16Dot(const Rows16& rows, const BlockActs& a, const int8_t
     const __m512 d = _mm512_loadu_ps(rows.d.data() + g * 16);
     for (int t = 0; t < T; ++t) {
       const int64_t at = (t0 + t) * groups + g;
-      const __m512i sum = GroupDot<T <= 4>(_mm512_set1_epi32(a.group_offsets[at]), codes, acts + (t0 + t) * k + g * 32);
-      facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(a.scale[at])), facc[t]);
+      const int8_t* q = acts + (t0 + t) * k + g * 32;
+      if constexpr (K == CodeKind::kQ4k) {
+        const __m512i sum = GroupDot<T <= 4>(_mm512_setzero_si512(), codes, q);
+        const float scale = a.scale[(t0 + t) * a.blocks + g / 8];
+        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(scale)), facc[t]);
+        facc[t] = _mm512_fnmadd_ps(_mm512_loadu_ps(rows.m.data() + g * 16), _mm512_set1_ps(a.group_acts[at]), facc[t]);
+      } else {
+        const __m512i sum = GroupDot<T <= 4>(_mm512_set1_epi32(a.group_offsets[at]), codes, q);
+        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(a.scale[at])), facc[t]);
+      }
     }
   }
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + (t0 + t) * ldy + r0, facc[t]);
