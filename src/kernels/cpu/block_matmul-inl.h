@@ -837,7 +837,7 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
   thread_local std::vector<int32_t> group_offsets;
   bool rows16 = false;
   if constexpr (kDot && kRows16<K>) {
-    rows16 = in.n >= 4 && (K == CodeKind::kQ4k || block == 32);
+    rows16 = in.n >= 4 && (K != CodeKind::kQ40 || block == 32);
     if constexpr (K == CodeKind::kQ40) {
       if (rows16) {
         GroupOffsets<Block32Codes<K>::kOffset>(q, in.n, in.k, group_offsets);

@@ -18,7 +18,7 @@
 // would take the same tile with their own code inflation and scales; they
 // keep Block32Tile and BlockTile.)
 template <CodeKind K>
-constexpr bool kRows16 = K == CodeKind::kQ40 || K == CodeKind::kQ4k;
+constexpr bool kRows16 = K == CodeKind::kQ40 || K == CodeKind::kQ4k || K == CodeKind::kQ6k;
 
 // acc + each int32 lane's four products of u's unsigned bytes with the four
 // signed bytes at p (the same four for every lane: an embedded broadcast).
@@ -87,9 +87,49 @@ void Rows16Scales(const uint8_t* p, int64_t stride, int64_t groups, float* d) {
 struct Rows16 {
   std::vector<uint8_t> bytes;  // the codes' storage, with room to align it
   __m512i* codes = nullptr;    // [group][8], 64-byte aligned
-  std::vector<float> d;        // [group][16]: q4_0's d, q4_K's d * sub-scale
+  std::vector<float> d;        // [group][16]: q4_0's d, q4_K's d * sub-scale; q6_K: [sub-block of 16][16]
   std::vector<float> m;        // [group][16]: q4_K's dmin * sub-min
 };
+
+// q6_K's scales of sixteen rows (headers at p + r * stride: per super-block
+// of 256, f16 d, then sixteen signed sub-scales): d * sub-scale per sixteen
+// weights, [sub-block][row].
+void Rows16Q6kScales(const uint8_t* p, int64_t stride, int64_t groups, float* d) {
+  static_assert(kQ6kHeaderBytes == 18, "d, 16 scales");
+  for (int64_t b = 0; b < groups / 8; ++b) {
+    __m512i head[4], subs[4];
+    Transpose16x4(p + b * kQ6kHeaderBytes, stride, head);      // head[0]: d in the low half
+    Transpose16x4(p + b * kQ6kHeaderBytes + 2, stride, subs);  // scales 4i .. 4i + 3 in subs[i]
+    const __m512 db = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head[0]));
+    for (int s = 0; s < 16; ++s) {
+      const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(subs[s / 4], 24 - 8 * (s % 4)), 24);
+      _mm512_storeu_ps(d + (b * 16 + s) * 16, _mm512_mul_ps(db, _mm512_cvtepi32_ps(sc)));
+    }
+  }
+}
+
+// The codes of sixteen rows inflated as the block tile loads them (a step
+// of two groups: [g 0-15 | g+1 0-15], [g 16-31 | g+1 16-31], unsigned),
+// then transposed into `codes` ([group][8] as Rows16Prepare lays them).
+template <CodeKind K>
+HWY_INLINE void Rows16Inflated(const BlockRows<K, 16>& rows, int64_t groups, __m512i* codes) {
+  alignas(64) uint8_t step[16][64];
+  for (int64_t g = 0; g < groups; g += 2) {
+    for (int r = 0; r < 16; ++r) {
+      VU8 c0, c1;
+      BlockCodes<K>::LoadStep(rows.row0[r], rows.row1[r], g, c0, c1);
+      hn::Store(c0, DU8(), step[r]);
+      hn::Store(c1, DU8(), step[r] + 32);
+    }
+    // Group g's weights 0-15 (chunks 0-3), 16-31 (chunks 4-7); then g + 1's.
+    const int at[4] = {0, 32, 16, 48};
+    for (int i = 0; i < 4; ++i) {
+      __m512i part[4];
+      Transpose16x4(step[0] + at[i], 64, part);
+      for (int j = 0; j < 4; ++j) _mm512_store_si512(codes + (g + i / 2) * 8 + (i % 2) * 4 + j, part[j]);
+    }
+  }
+}
 
 // q4_K's scales of sixteen rows (headers at p + r * stride: per super-block
 // of 256, f16 d and dmin, then eight sub-scales and eight sub-mins, a byte
@@ -122,7 +162,11 @@ HWY_NOINLINE void Rows16Prepare(const QuantWeights& w, int64_t r0, Rows16& out) 
   const auto at = reinterpret_cast<uintptr_t>(out.bytes.data());
   out.codes = reinterpret_cast<__m512i*>(out.bytes.data() + ((64 - at % 64) % 64));
   out.d.resize(static_cast<size_t>(groups * 16));
-  if constexpr (K == CodeKind::kQ4k) {
+  if constexpr (K == CodeKind::kQ6k) {
+    out.d.resize(static_cast<size_t>(groups * 32));
+    Rows16Q6kScales(rows.headers[0], rows.b1, groups, out.d.data());
+    return Rows16Inflated<K>(rows, groups, out.codes);
+  } else if constexpr (K == CodeKind::kQ4k) {
     out.m.resize(static_cast<size_t>(groups * 16));
     Rows16Q4kScales(rows.headers[0], rows.b1, groups, out.d.data(), out.m.data());
   } else {
@@ -186,7 +230,20 @@ HWY_NOINLINE void Rows16Dot(const Rows16& rows, const BlockActs& a, const int8_t
     for (int t = 0; t < T; ++t) {
       const int64_t at = (t0 + t) * groups + g;
       const int8_t* q = acts + (t0 + t) * k + g * 32;
-      if constexpr (K == CodeKind::kQ4k) {
+      if constexpr (K == CodeKind::kQ6k) {
+        // Two sub-blocks of sixteen, each started from minus 32 times its
+        // activations (the codes are unsigned), each with its own scale.
+        const int16_t* sub = a.sub_sums + (t0 + t) * (k / 16) + 2 * g;
+        __m512i lo = _mm512_set1_epi32(-32 * sub[0]), hi = _mm512_set1_epi32(-32 * sub[1]);
+        for (int j = 0; j < 4; ++j) {
+          lo = DotAddBroadcast512(lo, codes[j], q + 4 * j);
+          hi = DotAddBroadcast512(hi, codes[4 + j], q + 16 + 4 * j);
+        }
+        const __m512 scale = _mm512_set1_ps(a.scale[(t0 + t) * a.blocks + g / 8]);
+        const float* dd = rows.d.data() + g * 32;
+        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(_mm512_loadu_ps(dd), scale), facc[t]);
+        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(_mm512_loadu_ps(dd + 16), scale), facc[t]);
+      } else if constexpr (K == CodeKind::kQ4k) {
         const __m512i sum = GroupDot<T <= 4>(_mm512_setzero_si512(), codes, q);
         const float scale = a.scale[(t0 + t) * a.blocks + g / 8];
         facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(scale)), facc[t]);
