@@ -763,7 +763,10 @@ void MatmulRows16(const QuantWeights& w, const BlockActs& acts, const int8_t* q,
   for (int c0 = 0; c0 < n4; c0 += chunk) {
     const int c1 = std::min(n4, c0 + chunk), t8 = c0 + (c1 - c0) / 8 * 8;
     for (int64_t r = row_begin; r < row16_end; r += 16) {
-      Rows16Prepare<K>(w, r, prepared);
+      // One tile of four alone in the chunk (four streams' decode step):
+      // the codes straight from the rows, never stored.
+      const bool alone = K != CodeKind::kQ6k && c1 - c0 == 4;
+      Rows16Prepare<K>(w, r, prepared, !alone);
       Rows16Next next;  // for the first tile only (two blocks ahead measured slower)
       if (r + 16 < row16_end) {
         next.span[0] = w.p0 + (r + 16) * b0;
@@ -773,7 +776,10 @@ void MatmulRows16(const QuantWeights& w, const BlockActs& acts, const int8_t* q,
       }
       int t = c0;
       for (; t < t8; t += 8) Rows16Dot<K, 8>(prepared, acts, q, k, r, t, y, ldy, t == c0 ? next : Rows16Next{});
-      if (t < c1) Rows16Dot<K, 4>(prepared, acts, q, k, r, t, y, ldy, t == c0 ? next : Rows16Next{});
+      if (t < c1) {
+        Rows16Dot<K, 4>(prepared, acts, q, k, r, t, y, ldy, t == c0 ? next : Rows16Next{}, alone ? w.p0 + r * b0 : nullptr,
+                        b0);
+      }
     }
   }
   if (row16_end < row_end) BlockBatch<K, kDot>(w, acts, q, k, y, ldy, row16_end, row_end, 0, n);

@@ -153,8 +153,22 @@ void Rows16Q4kScales(const uint8_t* p, int64_t stride, int64_t groups, float* d,
   }
 }
 
+// The nibble kinds' group g of sixteen rows (row r's bytes at
+// p + r * stride + g * 16) as Rows16Prepare lays it, into eight registers.
+HWY_INLINE void Rows16Nibbles(const uint8_t* p, int64_t stride, int64_t g, __m512i codes[8]) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  __m512i packed[4];
+  Transpose16x4(p + g * 16, stride, packed);
+  for (int j = 0; j < 4; ++j) {
+    codes[j] = _mm512_and_si512(packed[j], low);
+    codes[j + 4] = _mm512_and_si512(_mm512_srli_epi16(packed[j], 4), low);
+  }
+}
+
+// `with_codes` false: the scales only (a single tile of tokens then reads
+// the nibble kinds' codes straight from the rows: Rows16Dot's `raw`).
 template <CodeKind K>
-HWY_NOINLINE void Rows16Prepare(const QuantWeights& w, int64_t r0, Rows16& out) {
+HWY_NOINLINE void Rows16Prepare(const QuantWeights& w, int64_t r0, Rows16& out, bool with_codes = true) {
   static_assert(kRows16<K>, "a kind Rows16Prepare serves");
   const BlockRows<K, 16> rows(w, r0, 1);  // adjacent: row r at row0[0] + r * b0 (row1[0] + r * b1)
   const int64_t groups = w.k / 32;
@@ -172,15 +186,11 @@ HWY_NOINLINE void Rows16Prepare(const QuantWeights& w, int64_t r0, Rows16& out) 
   } else {
     Rows16Scales(rows.headers[0], rows.b1, groups, out.d.data());
   }
-  const __m512i low = _mm512_set1_epi8(0x0F);
-  __m512i* codes = out.codes;
+  if (!with_codes) return;
   for (int64_t g = 0; g < groups; ++g) {
-    __m512i packed[4];
-    Transpose16x4(rows.row0[0] + g * 16, rows.b0, packed);
-    for (int j = 0; j < 4; ++j) {
-      _mm512_store_si512(codes + g * 8 + j, _mm512_and_si512(packed[j], low));
-      _mm512_store_si512(codes + g * 8 + j + 4, _mm512_and_si512(_mm512_srli_epi16(packed[j], 4), low));
-    }
+    __m512i codes[8];
+    Rows16Nibbles(rows.row0[0], rows.b0, g, codes);
+    for (int j = 0; j < 8; ++j) _mm512_store_si512(out.codes + g * 8 + j, codes[j]);
   }
 }
 
@@ -212,9 +222,12 @@ struct Rows16Next {
 // the tokens' codes in weight order. q4_K: the group's float sums times
 // d * scale and the token's super-block scale, less dmin * min times the
 // token's scaled activation sum over the group (a.group_acts).
+// `raw` (the nibble kinds): the sixteen rows' codes plane (row r at
+// raw + r * raw_stride), read and transposed here instead of `rows.codes`.
 template <CodeKind K, int T>
 HWY_NOINLINE void Rows16Dot(const Rows16& rows, const BlockActs& a, const int8_t* acts, int64_t k, int64_t r0, int t0,
-                            float* y, int64_t ldy, const Rows16Next& next) {
+                            float* y, int64_t ldy, const Rows16Next& next, const uint8_t* raw = nullptr,
+                            int64_t raw_stride = 0) {
   const int64_t groups = k / 32;
   int64_t per_group[2];
   for (int i = 0; i < 2; ++i) per_group[i] = next.bytes[i] > 0 ? (next.bytes[i] / groups + 64) / 64 * 64 : 0;
@@ -225,7 +238,14 @@ HWY_NOINLINE void Rows16Dot(const Rows16& rows, const BlockActs& a, const int8_t
       const int64_t from = g * per_group[i], to = std::min(from + per_group[i], next.bytes[i]);
       for (int64_t off = from; off < to; off += 64) hwy::Prefetch(next.span[i] + off);
     }
+    __m512i own[8];
     const __m512i* codes = rows.codes + g * 8;
+    if constexpr (K != CodeKind::kQ6k) {
+      if (raw != nullptr) {
+        Rows16Nibbles(raw, raw_stride, g, own);
+        codes = own;
+      }
+    }
     const __m512 d = _mm512_loadu_ps(rows.d.data() + g * 16);
     for (int t = 0; t < T; ++t) {
       const int64_t at = (t0 + t) * groups + g;
