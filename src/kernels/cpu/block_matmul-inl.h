@@ -650,7 +650,7 @@ HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const in
   }
 }
 
-#include "kernels/cpu/rows16_tile-inl.h"  // Rows16Prepare, Rows16Dot: q4_0 batches on AVX-512 VNNI
+#include "kernels/cpu/rows16_tile-inl.h"  // Rows16Prepare, Rows16Dot: q4_0 / q4_K / q6_K batches on AVX-512 VNNI
 
 
 // Every token's activation sum over each group of 32 (the mins' kinds),
@@ -749,8 +749,10 @@ void BlockBatch(const QuantWeights& w, const BlockActs& acts, const int8_t* q, i
 // A batch of four tokens or more of a kind Rows16Dot serves: tokens in
 // chunks kept in L2; within a chunk, each sixteen rows prepared once
 // (transposed: Rows16Prepare) and met by its tiles of 8, then 4 tokens,
-// while the next sixteen rows come in. The rows after the last sixteen and
-// the last n % 4 tokens take BlockBatch.
+// while the next sixteen rows come in; a chunk of only four tokens (four
+// streams' decode step) skips the stored transposition and reads q4_0 and
+// q4_K codes from the rows. The rows after the last sixteen and the last
+// n % 4 tokens take BlockBatch.
 template <CodeKind K, bool kDot>
 void MatmulRows16(const QuantWeights& w, const BlockActs& acts, const int8_t* q, int n, float* y, int64_t ldy,
                   int64_t row_begin, int64_t row_end) {
@@ -788,7 +790,8 @@ void MatmulRows16(const QuantWeights& w, const BlockActs& acts, const int8_t* q,
 #endif
 
 // As MatmulKind and MatmulPrefill: decode reads two far streams per
-// thread; batches go to MatmulRows16 (q4_0 on AVX-512 VNNI) or BlockBatch.
+// thread; batches go to MatmulRows16 (q4_0, q4_K, q6_K on AVX-512 VNNI) or
+// BlockBatch.
 template <CodeKind K, bool kDot = false>
 void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64_t ldy, int64_t row_begin,
                      int64_t row_end) {
