@@ -282,11 +282,11 @@ template <int kOffset>
 void GroupOffsets(const int8_t* codes, int n, int64_t k, std::vector<int32_t>& out) {
   const int64_t groups = k / 32;
   out.resize(static_cast<size_t>(n * groups));
-  const __m256i offset = _mm256_set1_epi8(static_cast<char>(kOffset));
+  const DI32 d32;
+  const VU8 offset = hn::Set(DU8(), static_cast<uint8_t>(kOffset));
   for (int64_t i = 0; i < n * groups; ++i) {
-    __m256i sums = _mm256_setzero_si256();
-    asm("vpdpbusd %2, %1, %0" : "+v"(sums) : "v"(offset), "v"(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + i * 32))));
-    out[static_cast<size_t>(i)] = -_mm512_reduce_add_epi32(_mm512_zextsi256_si512(sums));
+    const VI32 sums = DotAddUnsigned(offset, hn::LoadU(DI8(), codes + i * 32), hn::Zero(d32));
+    out[static_cast<size_t>(i)] = -hn::GetLane(hn::SumOfLanes(d32, sums));
   }
 }
 #endif  // ORK_X86_DOT
