@@ -85,6 +85,11 @@ ork_status ork_model_apply_chat_template(const ork_model* model, const char* mes
 /* ---- sessions: a KV cache and the tokens in it */
 typedef struct {
   int32_t n_ctx; /* positions; 0: the model's trained context, at most 4096 */
+  /* The KV cache's key and value types: "f16" or "q8_0" (int8 codes and a
+   * scale per 32 values, about half the bytes; q8_0 values need q8_0
+   * keys), llama.cpp's --cache-type-k/-v. NULL: "f16" (default). */
+  const char* cache_type_k;
+  const char* cache_type_v;
 } ork_session_params;
 ork_session_params ork_session_default_params(void);
 

@@ -137,6 +137,10 @@ class Sampler {
 
 struct SessionOptions {
   int n_ctx = 0;  // positions the KV cache holds (0: the model's trained context, at most 4096)
+  // The KV cache's key and value types, llama.cpp's --cache-type-k/-v:
+  // "f16", or "q8_0" (int8 and a scale per 32 values: about half the bytes;
+  // q8_0 values need q8_0 keys). Anything else fails create().
+  std::string cache_type_k = "f16", cache_type_v = "f16";
 };
 
 struct GenerateOptions {

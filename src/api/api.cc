@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -229,10 +231,18 @@ Result<std::unique_ptr<Session>> Session::create(LoadedModel& model, const Sessi
   if (o.n_ctx < 0) return error(StatusCode::kInvalidArgument, "session: n_ctx {} is negative", o.n_ctx);
   const ModelConfig& c = model.internal().config();
   const int n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min(c.n_ctx_train, 4096);
+  KvTypes kv;
+  for (auto [name, type, flag] : {std::tuple{o.cache_type_k, &kv.k, "cache_type_k"}, {o.cache_type_v, &kv.v, "cache_type_v"}}) {
+    const std::optional<KvType> t = kv_type_from_name(name);
+    if (!t) return error(StatusCode::kInvalidArgument, "session: {} \"{}\" is not a cache type (f16, q8_0)", flag, name);
+    *type = *t;
+  }
+  ORK_RETURN_IF_ERROR(Context::check_kv_types(c, kv));
   std::unique_ptr<Session> s(new Session());
   s->impl_ = std::make_unique<Impl>();
   s->impl_->model = &model;
   s->impl_->ctx = std::make_unique<Context>(model.internal(), n_ctx);
+  ORK_RETURN_IF_ERROR(s->impl_->ctx->set_kv_types(kv));
   return s;
 }
 

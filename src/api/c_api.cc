@@ -144,14 +144,18 @@ ork_status ork_model_apply_chat_template(const ork_model* model, const char* mes
   });
 }
 
-ork_session_params ork_session_default_params(void) { return {0}; }
+ork_session_params ork_session_default_params(void) { return {0, nullptr, nullptr}; }
 
 ork_status ork_session_create(ork_model* model, const ork_session_params* params, ork_session** out) {
   return guarded([&] {
     if (model == nullptr || out == nullptr) return fail(ORK_INVALID_ARGUMENT, "ork_session_create: model and out are required");
     *out = nullptr;
     ork::api::SessionOptions o;
-    if (params != nullptr) o.n_ctx = params->n_ctx;
+    if (params != nullptr) {
+      o.n_ctx = params->n_ctx;
+      if (params->cache_type_k != nullptr) o.cache_type_k = params->cache_type_k;
+      if (params->cache_type_v != nullptr) o.cache_type_v = params->cache_type_v;
+    }
     auto s = ork::api::Session::create(*model->m, o);
     if (!s.is_ok()) return fail(s.status());
     *out = new ork_session{std::move(s).value(), model};

@@ -9,15 +9,17 @@
 #include <cstdint>
 #include <span>
 
+#include "core/kv_layout.h"
 #include "core/op_params.h"
 #include "quant/weight_view.h"
 
 namespace ork {
 
 // One layer's attention of n tokens at positions n_past.. over its KV
-// cache. The cache layout follows the kernels: `f16` is the fast path's
-// [kv head][position][head_dim] of f16 (one head's positions contiguous),
-// otherwise the reference's [position][kv_dim] of f32.
+// cache. The cache layout follows the kernels: `f16` is the fast path's,
+// per KV head - of f16, [kv head][position][head_dim] (one head's positions
+// contiguous), or of q8_0, each head's KvQ8Layout (core/kv_layout.h) one
+// after another - otherwise the reference's [position][kv_dim] of f32.
 struct AttentionArgs {
   const float* q = nullptr;  // n_tokens x n_head x head_dim
   float* out = nullptr;      // the same shape
@@ -29,6 +31,11 @@ struct AttentionArgs {
   const uint16_t* v16 = nullptr;
   const float* k32 = nullptr;
   const float* v32 = nullptr;
+  KvType k_type = KvType::kF16, v_type = KvType::kF16;  // the fast path's element types
+  const int8_t* k8 = nullptr;  // q8_0: codes and scales of the layer's heads
+  const float* k8_scales = nullptr;
+  const int8_t* v8 = nullptr;
+  const float* v8_scales = nullptr;
 };
 
 // One gated DeltaNet layer's recurrence over n tokens of one sequence:
@@ -65,6 +72,9 @@ class HostOps {
                          const RopeParams& p) = 0;
   // n floats to f16, for the fast path's KV cache.
   virtual void to_f16(const float* x, int64_t n, uint16_t* out) = 0;
+  // A key (or value) row of one KV head quantized into its q8_0 cache at
+  // `pos` (codes and scales: the head's KvQ8Layout).
+  virtual void store_kv_q8(const float* x, int head_dim, int64_t pos, bool key, int8_t* codes, float* scales) = 0;
   virtual void attention(const AttentionArgs& a) = 0;
   // LFM2's gated short convolution of n tokens (ref::short_conv).
   virtual void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history,

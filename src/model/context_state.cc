@@ -1,6 +1,7 @@
 // A Context's KV cache saved to a file and read back (ork chat's /save and
 // /load): the positions in use, per attention layer and KV head, as the
-// kernels keep them (f16 on the fast path, f32 on the reference path); for
+// kernels keep them (f16 or q8_0 on the fast path, f32 on the reference
+// path; q8_0 keys in whole tiles of kKvTile positions); for
 // a hybrid model (ORKSESS2) also each short convolution's last
 // conv_kernel - 1 inputs and each DeltaNet's state matrices and last
 // convolution inputs, f32.
@@ -8,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <string>
+#include <utility>
 
 #include "core/output_file.h"
 #include "model/forward.h"
@@ -21,7 +24,7 @@ constexpr char kMagicHybrid[8] = {'O', 'R', 'K', 'S', 'E', 'S', 'S', '2'};
 struct StateHeader {
   char magic[8];
   uint32_t n_layer, n_head_kv, head_dim, n_vocab;
-  uint32_t fast, n_past, n_tokens;
+  uint32_t fast, n_past, n_tokens;  // fast: bit 0 the fast kernels, bit 1 q8_0 keys, bit 2 q8_0 values
   uint32_t conv_rows;  // ORKSESS2: inputs kept per short-convolution layer (ORKSESS1: 0)
 };
 
@@ -30,6 +33,24 @@ size_t delta_floats(const ModelConfig& c) {
   const auto layers = static_cast<size_t>(c.n_delta_layers);
   return layers * (static_cast<size_t>(c.ssm_v_heads) * c.ssm_k_dim * c.ssm_v_dim +
                    static_cast<size_t>(c.ssm_conv_kernel - 1) * static_cast<size_t>(c.ssm_qkv_dim()));
+}
+
+uint32_t kernels_word(bool fast, KvTypes t) {
+  if (!fast) return 0;
+  return 1u | (t.k == KvType::kQ8_0 ? 2u : 0u) | (t.v == KvType::kQ8_0 ? 4u : 0u);
+}
+
+std::string kernels_name(uint32_t word) {
+  if ((word & 1) == 0) return "reference kernels";
+  return fmt::format("fast kernels with a {} key and {} value cache", (word & 2) ? "q8_0" : "f16",
+                     (word & 4) ? "q8_0" : "f16");
+}
+
+// One KV head's first n positions in a q8_0 cache: {code, scale} counts
+// from the head's start (keys in whole tiles).
+std::pair<size_t, size_t> q8_extent(int hd, int n, bool key) {
+  const int64_t positions = key ? (n + kKvTile - 1) / kKvTile * kKvTile : n;
+  return {static_cast<size_t>(positions) * hd, static_cast<size_t>(positions) * (hd / kKvBlock)};
 }
 
 }  // namespace
@@ -42,7 +63,7 @@ Status Context::save_state(const std::string& path, std::span<const int32_t> tok
   h.n_head_kv = static_cast<uint32_t>(c_.n_head_kv);
   h.head_dim = static_cast<uint32_t>(c_.head_dim);
   h.n_vocab = static_cast<uint32_t>(c_.n_vocab);
-  h.fast = fast_kernels() ? 1 : 0;
+  h.fast = kernels_word(fast_kernels(), kv_types_);
   h.n_past = static_cast<uint32_t>(n_past_);
   h.n_tokens = static_cast<uint32_t>(tokens.size());
   ORK_ASSIGN_OR_RETURN(OutputFile f, OutputFile::create(path));
@@ -51,7 +72,17 @@ Status Context::save_state(const std::string& path, std::span<const int32_t> tok
   const size_t hd = static_cast<size_t>(c_.head_dim), kv = static_cast<size_t>(c_.kv_dim());
   for (int l = 0; l < c_.n_kv_layers; ++l) {
     for (int which = 0; which < 2; ++which) {
-      if (fast_kernels()) {
+      if (fast_kernels() && (which == 0 ? kv_types_.k : kv_types_.v) == KvType::kQ8_0) {
+        const std::vector<int8_t>& codes = which == 0 ? k_codes8_ : v_codes8_;
+        const std::vector<float>& scales = which == 0 ? k_scales8_ : v_scales8_;
+        const KvQ8Layout q8(c_.head_dim, n_ctx_);
+        const auto [n_codes, n_scales] = q8_extent(c_.head_dim, n_past_, which == 0);
+        for (int h2 = 0; h2 < c_.n_head_kv && !codes.empty(); ++h2) {
+          const size_t head = static_cast<size_t>(l) * c_.n_head_kv + h2;
+          ORK_RETURN_IF_ERROR(f.write(&codes[head * q8.codes()], n_codes));
+          ORK_RETURN_IF_ERROR(f.write(&scales[head * q8.scales()], n_scales * 4));
+        }
+      } else if (fast_kernels()) {
         const std::vector<uint16_t>& cache = which == 0 ? k_cache16_ : v_cache16_;
         for (int h2 = 0; h2 < c_.n_head_kv && !cache.empty(); ++h2) {
           const size_t at = ((static_cast<size_t>(l) * c_.n_head_kv + h2) * n_ctx_) * hd;
@@ -110,9 +141,9 @@ Result<std::vector<int32_t>> Context::load_state(const std::string& path) {
     return error(StatusCode::kInvalidArgument, "{}: saved for another model ({} layers, {} KV heads of {}, vocab {})",
                  path, h.n_layer, h.n_head_kv, h.head_dim, h.n_vocab);
   }
-  if ((h.fast != 0) != fast_kernels()) {
-    return error(StatusCode::kInvalidArgument, "{}: saved on the {} kernels; this session runs the {}", path,
-                 h.fast ? "fast" : "reference", fast_kernels() ? "fast" : "reference");
+  if (h.fast != kernels_word(fast_kernels(), kv_types_)) {
+    return error(StatusCode::kInvalidArgument, "{}: saved on the {}; this session runs the {}", path,
+                 kernels_name(h.fast), kernels_name(kernels_word(fast_kernels(), kv_types_)));
   }
   if (static_cast<int>(h.n_past) > n_ctx_ || h.n_tokens != h.n_past) {
     return error(StatusCode::kInvalidArgument, "{}: {} positions do not fit this session's context of {}", path, h.n_past,
@@ -129,7 +160,24 @@ Result<std::vector<int32_t>> Context::load_state(const std::string& path) {
   const size_t hd = static_cast<size_t>(c_.head_dim), kv = static_cast<size_t>(c_.kv_dim());
   for (int l = 0; l < c_.n_kv_layers && in; ++l) {
     for (int which = 0; which < 2; ++which) {
-      if (fast_kernels()) {
+      if (fast_kernels() && (which == 0 ? kv_types_.k : kv_types_.v) == KvType::kQ8_0) {
+        std::vector<int8_t>& codes = which == 0 ? k_codes8_ : v_codes8_;
+        std::vector<float>& scales = which == 0 ? k_scales8_ : v_scales8_;
+        const KvQ8Layout q8(c_.head_dim, n_ctx_);
+        const auto [n_codes, n_scales] = q8_extent(c_.head_dim, static_cast<int>(h.n_past), which == 0);
+        if (n_codes > q8.codes()) return error(StatusCode::kCorrupt, "{}: more positions than the context holds", path);
+        for (int h2 = 0; h2 < c_.n_head_kv; ++h2) {
+          const size_t head = static_cast<size_t>(l) * c_.n_head_kv + h2;
+          in.read(reinterpret_cast<char*>(&codes[head * q8.codes()]), static_cast<std::streamsize>(n_codes));
+          in.read(reinterpret_cast<char*>(&scales[head * q8.scales()]), static_cast<std::streamsize>(n_scales * 4));
+          for (size_t i = 0; i < n_scales && in; ++i) {
+            if (!std::isfinite(scales[head * q8.scales() + i])) {
+              return error(StatusCode::kCorrupt, "{}: a q8_0 cache scale of layer {} is {}", path, l,
+                           scales[head * q8.scales() + i]);
+            }
+          }
+        }
+      } else if (fast_kernels()) {
         std::vector<uint16_t>& cache = which == 0 ? k_cache16_ : v_cache16_;
         for (int h2 = 0; h2 < c_.n_head_kv; ++h2) {
           const size_t at = ((static_cast<size_t>(l) * c_.n_head_kv + h2) * n_ctx_) * hd;

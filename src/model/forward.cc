@@ -38,6 +38,29 @@ void Context::set_fast_kernels(bool on) {
   truncate(0);
 }
 
+Status Context::check_kv_types(const ModelConfig& c, KvTypes types) {
+  if (types.v == KvType::kQ8_0 && types.k != KvType::kQ8_0) {
+    return error(StatusCode::kInvalidArgument, "a q8_0 value cache needs a q8_0 key cache (--cache-type-k q8_0)");
+  }
+  if (types.k == KvType::kQ8_0 && (c.head_dim % kKvBlock != 0 || c.head_dim > 512)) {
+    return error(StatusCode::kInvalidArgument,
+                 "a q8_0 KV cache needs a head size divisible by {} (at most 512); this model's heads are {}", kKvBlock,
+                 c.head_dim);
+  }
+  return Status::ok();
+}
+
+Status Context::set_kv_types(KvTypes types) {
+  ORK_RETURN_IF_ERROR(check_kv_types(c_, types));
+  if (types.k == kv_types_.k && types.v == kv_types_.v) return Status::ok();
+  kv_types_ = types;
+  for (auto* v : {&k_cache16_, &v_cache16_}) std::vector<uint16_t>().swap(*v);
+  for (auto* v : {&k_codes8_, &v_codes8_}) std::vector<int8_t>().swap(*v);
+  for (auto* v : {&k_scales8_, &v_scales8_}) std::vector<float>().swap(*v);
+  truncate(0);
+  return Status::ok();
+}
+
 // The KV cache stays mapped in the NPU's window (pinned) for the Context's
 // life; re-pinned if the cache was reallocated.
 // n tokens were evaluated at n_past_..: the short convolutions' window
@@ -77,7 +100,9 @@ int Context::truncate(int pos) {
 void Context::pin_kv_cache() {
   for (auto [p, bytes] : {std::pair<const void*, size_t>{k_cache16_.data(), k_cache16_.size() * 2},
                           {v_cache16_.data(), v_cache16_.size() * 2}, {k_cache_.data(), k_cache_.size() * 4},
-                          {v_cache_.data(), v_cache_.size() * 4}}) {
+                          {v_cache_.data(), v_cache_.size() * 4}, {k_codes8_.data(), k_codes8_.size()},
+                          {v_codes8_.data(), v_codes8_.size()}, {k_scales8_.data(), k_scales8_.size() * 4},
+                          {v_scales8_.data(), v_scales8_.size() * 4}}) {
     if (bytes > 0) (void)dispatch_.pin(p, static_cast<int64_t>(bytes));  // a window too small maps on demand
   }
 }
@@ -114,9 +139,19 @@ void Context::resize_scratch(int n) {
   gate_.resize(un * c_.n_ff);
   up_.resize(un * c_.n_ff);
   const size_t cache = static_cast<size_t>(c_.n_kv_layers) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(c_.kv_dim());
-  if (fast_kernels() && k_cache16_.size() != cache) {
-    k_cache16_.assign(cache, 0);
-    v_cache16_.assign(cache, 0);
+  const size_t heads = static_cast<size_t>(c_.n_kv_layers) * static_cast<size_t>(c_.n_head_kv);
+  const KvQ8Layout q8(c_.head_dim, n_ctx_);
+  if (fast_kernels()) {
+    if (kv_types_.k == KvType::kF16 && k_cache16_.size() != cache) k_cache16_.assign(cache, 0);
+    if (kv_types_.v == KvType::kF16 && v_cache16_.size() != cache) v_cache16_.assign(cache, 0);
+    if (kv_types_.k == KvType::kQ8_0 && k_codes8_.size() != heads * q8.codes()) {
+      k_codes8_.assign(heads * q8.codes(), 0);
+      k_scales8_.assign(heads * q8.scales(), 0.0f);
+    }
+    if (kv_types_.v == KvType::kQ8_0 && v_codes8_.size() != heads * q8.codes()) {
+      v_codes8_.assign(heads * q8.codes(), 0);
+      v_scales8_.assign(heads * q8.scales(), 0.0f);
+    }
   }
   if (!fast_kernels() && k_cache_.size() != cache) {
     k_cache_.assign(cache, 0.0f);
@@ -178,7 +213,17 @@ void Context::store_kv(int layer, int /*n*/, bool values) {
     for (int t = 0; t < seg.n; ++t) {
       const float* src = &(values ? v_ : k_)[static_cast<size_t>(seg.row0 + t) * kv];
       const size_t pos = static_cast<size_t>(into.n_past_ + t);
-      if (fast_kernels()) {
+      if (fast_kernels() && (values ? kv_types_.v : kv_types_.k) == KvType::kQ8_0) {
+        // q8_0: each KV head's KvQ8Layout, one after another.
+        const int hd = c_.head_dim;
+        const KvQ8Layout q8(hd, into.n_ctx_);
+        for (int h = 0; h < c_.n_head_kv; ++h) {
+          const size_t head = static_cast<size_t>(slot) * c_.n_head_kv + h;
+          ops_.store_kv_q8(src + h * hd, hd, static_cast<int64_t>(pos), !values,
+                           &(values ? into.v_codes8_ : into.k_codes8_)[head * q8.codes()],
+                           &(values ? into.v_scales8_ : into.k_scales8_)[head * q8.scales()]);
+        }
+      } else if (fast_kernels()) {
         // The f16 cache is laid out per KV head ([layer][kv head][position]
         // [head_dim]): attention walks one head's positions as one stream.
         const int hd = c_.head_dim;
@@ -246,10 +291,25 @@ void Context::attention(int layer, int /*n_tokens*/) {
     a.head_dim = c_.head_dim;
     a.n_ctx = from.n_ctx_;
     a.f16 = fast_kernels();
-    const size_t layer_off = static_cast<size_t>(c_.kv_slot[static_cast<size_t>(layer)]) * from.n_ctx_ * c_.kv_dim();
+    const auto slot = static_cast<size_t>(c_.kv_slot[static_cast<size_t>(layer)]);
+    const size_t layer_off = slot * from.n_ctx_ * c_.kv_dim();
     if (a.f16) {
-      a.k16 = &from.k_cache16_[layer_off];
-      a.v16 = &from.v_cache16_[layer_off];
+      a.k_type = kv_types_.k;
+      a.v_type = kv_types_.v;
+      const KvQ8Layout q8(c_.head_dim, from.n_ctx_);
+      const size_t head0 = slot * static_cast<size_t>(c_.n_head_kv);
+      if (a.k_type == KvType::kQ8_0) {
+        a.k8 = &from.k_codes8_[head0 * q8.codes()];
+        a.k8_scales = &from.k_scales8_[head0 * q8.scales()];
+      } else {
+        a.k16 = &from.k_cache16_[layer_off];
+      }
+      if (a.v_type == KvType::kQ8_0) {
+        a.v8 = &from.v_codes8_[head0 * q8.codes()];
+        a.v8_scales = &from.v_scales8_[head0 * q8.scales()];
+      } else {
+        a.v16 = &from.v_cache16_[layer_off];
+      }
     } else {
       a.k32 = &from.k_cache_[layer_off];
       a.v32 = &from.v_cache_[layer_off];
@@ -311,11 +371,19 @@ Result<std::vector<float>> Context::eval(std::span<const int32_t> tokens, bool a
   return logits;
 }
 
-uint64_t Context::memory_bytes(const ModelConfig& c, int n_ctx, int n_batch, bool fast_kernels) {
+uint64_t Context::kv_bytes_per_position(const ModelConfig& c, bool fast_kernels, KvTypes kv_types) {
+  const auto heads = static_cast<uint64_t>(c.n_kv_layers) * static_cast<uint64_t>(c.n_head_kv);
+  const auto hd = static_cast<uint64_t>(c.head_dim);
+  if (!fast_kernels) return 2 * heads * hd * 4;
+  auto one = [&](KvType t) { return t == KvType::kQ8_0 ? hd + hd / kKvBlock * 4 : hd * 2; };
+  return heads * (one(kv_types.k) + one(kv_types.v));
+}
+
+uint64_t Context::memory_bytes(const ModelConfig& c, int n_ctx, int n_batch, bool fast_kernels, KvTypes kv_types) {
   const auto positions = static_cast<uint64_t>(std::max(n_ctx, 1));
   const auto batch = static_cast<uint64_t>(std::max(n_batch, 1));
-  const uint64_t cache = 2ull * static_cast<uint64_t>(c.n_kv_layers) * positions * static_cast<uint64_t>(c.kv_dim()) *
-                         (fast_kernels ? 2 : 4);
+  const uint64_t cache =
+      (positions + kKvTile) * kv_bytes_per_position(c, fast_kernels, kv_types);  // q8_0 rounds up to whole tiles
   // Short convolutions: their window of past inputs, and B, C, X, u and y per token.
   const uint64_t conv = 4ull * static_cast<uint64_t>(c.n_conv_layers) * static_cast<uint64_t>(conv_window(c)) *
                         static_cast<uint64_t>(c.n_embd);
@@ -354,7 +422,8 @@ Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits
   } catch (const std::bad_alloc&) {
     return error(StatusCode::kResourceExhausted,
                  "eval: cannot allocate the KV cache and buffers for {} positions ({:.1f} MiB); use a smaller context",
-                 n_ctx_, static_cast<double>(memory_bytes(c_, n_ctx_, static_cast<int>(tokens.size()), fast_kernels())) / (1 << 20));
+                 n_ctx_, static_cast<double>(memory_bytes(c_, n_ctx_, static_cast<int>(tokens.size()), fast_kernels(), kv_types_)) /
+                     (1 << 20));
   }
   for (size_t i = 0; i < logits.size(); ++i) {
     if (!std::isfinite(logits[i])) {
@@ -377,7 +446,8 @@ Status Context::attention_block(int il, int n) {
   for (const Segment& seg : segments_) {
     kv_positions += static_cast<uint64_t>(seg.n) * seg.ctx->n_past_ + static_cast<uint64_t>(seg.n) * (seg.n + 1) / 2;
   }
-  const uint64_t layer_kv_bytes = kv_positions * 2 * static_cast<uint64_t>(c_.kv_dim()) * (fast_kernels() ? 2 : 4);
+  const uint64_t layer_kv_bytes =
+      kv_positions * kv_bytes_per_position(c_, fast_kernels(), kv_types_) / static_cast<uint64_t>(c_.n_kv_layers);
   ops_.rms_norm_rows(x_.data(), L.attn_norm.data(), n, E, c_.rms_eps, xn_.data());
   ORK_RETURN_IF_ERROR(matmul_shared({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n,
                                     [&](int which) { finish_projection(il, n, which); }));

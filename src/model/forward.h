@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "core/kv_layout.h"
 #include "dispatch/dispatcher.h"
 #include "model/model.h"
 
@@ -39,7 +40,10 @@ class Context {
   // fast path, f32 on the reference path) and its scratch for batches of up
   // to n_batch tokens. What a caller checks against the memory available
   // before it makes one.
-  static uint64_t memory_bytes(const ModelConfig& c, int n_ctx, int n_batch, bool fast_kernels = true);
+  static uint64_t memory_bytes(const ModelConfig& c, int n_ctx, int n_batch, bool fast_kernels = true,
+                               KvTypes kv_types = {});
+  // Bytes one position of the KV cache takes, every layer's K and V.
+  static uint64_t kv_bytes_per_position(const ModelConfig& c, bool fast_kernels = true, KvTypes kv_types = {});
   // Bytes of recurrent state a decoded token reads and writes: each
   // DeltaNet's state matrices (read and written) and convolution inputs,
   // each short convolution's inputs. Decode's share beside weights and KV.
@@ -80,6 +84,17 @@ class Context {
   // Changing it empties the cache.
   void set_fast_kernels(bool on);
   bool fast_kernels() const { return dispatch_.fast_kernels(); }
+
+  // The fast path's KV cache element types, llama.cpp's --cache-type-k/-v:
+  // f16 (default), or q8_0 - int8 codes and a scale per 32 values, about
+  // half the bytes a decoded token reads at depth, its attention scores on
+  // the integer dot products (core/kv_layout.h, kernels/cpu/kv_attention.h).
+  // q8_0 needs a head_dim divisible by 32, and q8_0 values need q8_0 keys.
+  // The reference path keeps its f32 cache whatever is set. Changing them
+  // empties the cache.
+  Status set_kv_types(KvTypes types);
+  KvTypes kv_types() const { return kv_types_; }
+  static Status check_kv_types(const ModelConfig& c, KvTypes types);
 
   // Decoding, read i8s tensors' high plane alone (i4 bytes and speed, i4
   // accuracy) instead of both planes (int8 codes): what the CPU does with
@@ -216,6 +231,11 @@ class Context {
   // The fast path's f16 cache: [layer][kv head][pos][head_dim], so one KV
   // head's positions are contiguous for attention.
   std::vector<uint16_t> k_cache16_, v_cache16_;
+  // Or of q8_0 (kv_types_): codes and scales, each [layer][kv head] of a
+  // KvQ8Layout of n_ctx positions.
+  KvTypes kv_types_;
+  std::vector<int8_t> k_codes8_, v_codes8_;
+  std::vector<float> k_scales8_, v_scales8_;
   // Short convolutions (lfm2): each layer's last conv_window() inputs u,
   // [conv layer][position % window][n_embd], the lowest position still
   // held, and the batch's B, C, X, u and output rows.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -512,6 +513,44 @@ TEST(CApi, TokenizeGenerateAndErrors) {
 
   ork_sampler_free(sampler);
   ork_session_free(session);
+  ork_model_free(model);
+}
+
+// The KV cache's types (llama.cpp's --cache-type-k/-v): q8_0 where the
+// heads allow it, generating as f16 does; refused by name elsewhere.
+TEST(Api, SessionCacheTypes) {
+  auto tiny = load_model();  // heads of 8: no q8_0
+  ASSERT_NE(tiny, nullptr);
+  auto bad = Session::create(*tiny, {.n_ctx = 64, .cache_type_k = "q4_0"});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().to_string().find("cache_type_k \"q4_0\" is not a cache type (f16, q8_0)"), std::string::npos)
+      << bad.status().to_string();
+  auto narrow = Session::create(*tiny, {.n_ctx = 64, .cache_type_k = "q8_0", .cache_type_v = "q8_0"});
+  ASSERT_FALSE(narrow.is_ok());
+  EXPECT_NE(narrow.status().to_string().find("this model's heads are 8"), std::string::npos);
+
+  ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
+  ork_model* model = nullptr;
+  ork_model_params mp = ork_model_default_params();
+  ASSERT_EQ(ork_model_load(testing::testdata("models/sotu-moe-f32.gguf").c_str(), &mp, &model), ORK_OK);
+  ork_session_params sp = ork_session_default_params();
+  EXPECT_EQ(sp.cache_type_k, nullptr);  // f16
+  sp.n_ctx = 128;
+  sp.cache_type_k = "q8_0";
+  sp.cache_type_v = "q8_0";
+  ork_session* session = nullptr;
+  ASSERT_EQ(ork_session_create(model, &sp, &session), ORK_OK) << ork_last_error();
+  std::vector<ork_token> ids(64);
+  const int32_t n = ork_tokenize(model, "The state of the union is", -1, ids.data(), 64, 1, 0);
+  ASSERT_GT(n, 2);
+  ASSERT_EQ(ork_session_eval(session, ids.data(), n), ORK_OK) << ork_last_error();
+  const float* logits = ork_session_logits(session);
+  ASSERT_NE(logits, nullptr);
+  EXPECT_TRUE(std::isfinite(logits[0]));
+  ork_session_free(session);
+  sp.cache_type_k = "f16";  // q8_0 values need q8_0 keys
+  EXPECT_EQ(ork_session_create(model, &sp, &session), ORK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ork_last_error()).find("needs a q8_0 key cache"), std::string::npos) << ork_last_error();
   ork_model_free(model);
 }
 

@@ -12,24 +12,15 @@
 
 #include "core/half.h"
 #include "kernels/cpu/targets.h"
+#include "kernels/every_target.h"
 #include "kernels/ref/ops.h"
 #include "quant/rotation.h"
 
 namespace ork {
 namespace {
 
-class FloatEveryTarget : public ::testing::Test {
- protected:
-  void TearDown() override { cpu::force_target(-1); }
-};
-
-std::vector<float> normal_vector(int64_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, sd);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = normal(rng);
-  return v;
-}
+using FloatEveryTarget = testing::EveryTargetTest;
+using testing::normal_vector;
 
 // v's values `offset` elements into a buffer of their own: with offset 1
 // no vector load or store through p is aligned.

@@ -144,6 +144,7 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
   uint32_t depth_seed = 0;
   auto decode = [&](bool with_npu) -> Result<double> {
     Context ctx(model, n_ctx);
+    ORK_RETURN_IF_ERROR(ctx.set_kv_types(cache_types()));
     if (with_npu) {
       npu_cli.attach(ctx);
     } else {
@@ -238,12 +239,13 @@ int bench(BenchOptions& o) {
   DispatchStats prefill_stats, decode_stats;
   std::vector<double> pp, tg, expert_bpt, fractions;
   Context::Profile profile;
-  // The f16 KV cache every decoded token's attention reads: K and V of each
+  // The KV cache every decoded token's attention reads: K and V of each
   // layer over the positions so far, on average over the generated tokens
   // (from position n_prompt to n_prompt + n_gen - 1, each reading one more).
   const int n_prompt_used = std::max(0, std::min(o.n_prompt, n_ctx - o.n_depth - o.n_gen - 1));
-  const double kv_bytes =
-      o.n_gen > 0 ? 2.0 * 2.0 * c.n_kv_layers * c.kv_dim() * (o.n_depth + n_prompt_used + (o.n_gen + 1) / 2.0) : 0.0;
+  const double kv_bytes = o.n_gen > 0 ? static_cast<double>(Context::kv_bytes_per_position(c, true, cache_types())) *
+                                            (o.n_depth + n_prompt_used + (o.n_gen + 1) / 2.0)
+                                      : 0.0;
   // Hybrids: the recurrent state each token reads and writes.
   const double rec_bytes = o.n_gen > 0 ? static_cast<double>(Context::recurrent_bytes_per_token(c)) : 0.0;
   if (o.pair) {
@@ -251,6 +253,7 @@ int bench(BenchOptions& o) {
   }
   for (int r = 0; r < o.reps; ++r) {
     Context ctx(*model, n_ctx);
+    if (Status st = ctx.set_kv_types(cache_types()); !st.is_ok()) return fail(st.to_string());
     npu_cli.attach(ctx);
     ctx.set_i8s_high_only(o.i8s_high_only);
     if (o.n_depth > 0) {
@@ -307,14 +310,15 @@ int bench(BenchOptions& o) {
   const char* target = cpu::current_target();
   if (o.json) {
     std::printf("{\"model\": \"%s\", \"resident\": %s, \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f}, "
-                "\"depth\": %d, \"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
+                "\"depth\": %d, \"cache_type_k\": \"%s\", \"cache_type_v\": \"%s\", \"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
                 "\"tg\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
                 "\"bytes_per_token\": %llu, \"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %llu, "
                 "\"recurrent_bytes_per_token\": %llu, "
                 "\"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, "
                 "\"roofline_fraction_min\": %.4f, \"roofline_fraction_max\": %.4f, \"read_gbps_min\": %.2f, \"read_gbps_max\": %.2f, "
                 "\"reps\": %d%s%s}\n",
-                model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_depth, o.n_prompt, p.median, p.min, p.max,
+                model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_depth,
+                kv_type_name(cache_types().k), kv_type_name(cache_types().v), o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
                 static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes),
                 static_cast<unsigned long long>(rec_bytes), used, f.median, f.min, f.max, b.min,
@@ -343,10 +347,10 @@ int bench(BenchOptions& o) {
   }
   if (o.n_gen > 0) {
     std::printf("decode  %-8s %8.2f tok/s (min %.2f, max %.2f)\n", label("tg", o.n_gen).c_str(), g.median, g.min, g.max);
-    std::printf("decode reads     %.2f MB/token (weights %.2f, KV cache %.2f%s) = %.2f GB/s; %.1f %% of the read "
+    std::printf("decode reads     %.2f MB/token (weights %.2f, KV cache %.2f [%s/%s]%s) = %.2f GB/s; %.1f %% of the read "
                 "bandwidth probed beside each repetition (median; %.1f-%.1f %%)\n",
                 static_cast<double>(bpt) / 1e6, static_cast<double>(weight_bpt) / 1e6, kv_bytes / 1e6,
-                rec_bytes > 0 ? fmt::format(", recurrent state {:.2f}", rec_bytes / 1e6).c_str() : "", used,
+                kv_type_name(cache_types().k), kv_type_name(cache_types().v), rec_bytes > 0 ? fmt::format(", recurrent state {:.2f}", rec_bytes / 1e6).c_str() : "", used,
                 100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
   } else {
     std::printf("decode           not measured (-n 0)\n");
@@ -386,6 +390,7 @@ Runner add_bench(CLI::App& app) {
                "With --npu: each repetition decodes with the NPU and with the CPU alone (i8s high plane), in turn, "
                "and reports the ratio");
   add_load_flags(app, o->mmap);
+  add_cache_type_flags(app);
   return [o] { return bench(*o); };
 }
 

@@ -218,6 +218,7 @@ int chat_main(const ChatOptions& o) {
   if (!sampler.is_ok()) return fail(sampler.status().to_string());
   api::SessionOptions so;
   so.n_ctx = n_ctx;
+  set_cache_types(so);
   auto session = api::Session::create(model, so);
   if (!session.is_ok()) return fail(session.status().to_string());
   std::fprintf(stderr, "ork: chat with %s (%s), %d positions; chat template: %s. /help lists the commands.\n",
@@ -297,6 +298,7 @@ Runner add_chat(CLI::App& app) {
   app.add_flag("--ignore-eos", o->ignore_eos, "Keep a reply going past the end-of-text token");
   o->sampling.add_options(app);
   add_load_flags(app, o->mmap);
+  add_cache_type_flags(app);
   return [o] { return chat_main(*o); };
 }
 

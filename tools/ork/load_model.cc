@@ -24,6 +24,7 @@ std::string g_mem;             // --mem as given
 uint64_t g_mem_bytes = 0;      // ... in bytes (0: none)
 ExpertCacheOptions g_experts;  // --expert-policy
 int g_n_ctx_hint = 0;          // the command's context, for the budget's KV share (0: the model's, at most 4096)
+KvTypes g_kv_types;            // -ctk / -ctv
 
 // --mem: "N" or "NG" GiB, "NM" MiB, "N%" of the memory available.
 Result<uint64_t> parse_mem(const std::string& text) {
@@ -56,10 +57,30 @@ Result<uint64_t> parse_mem(const std::string& text) {
 uint64_t reserve_for(const ModelConfig& c) {
   const int train = c.n_ctx_train > 0 ? c.n_ctx_train : 4096;
   const int n_ctx = g_n_ctx_hint > 0 ? g_n_ctx_hint : std::min(train, 4096);
-  return Context::memory_bytes(c, n_ctx, 512);
+  return Context::memory_bytes(c, n_ctx, 512, true, g_kv_types);
 }
 
 }  // namespace
+
+void add_cache_type_flags(CLI::App& app) {
+  auto flag = [&](const char* names, KvType* type, const char* what) {
+    app.add_option_function<std::string>(
+           names, [type](const std::string& name) { *type = *kv_type_from_name(name); },
+           fmt::format("The KV cache's {} type: f16, or q8_0 (int8 and a scale per 32 values: about half the bytes "
+                       "a token reads at depth, attention scores on the integer dot products) (default: f16)",
+                       what))
+        ->check(CLI::IsMember({"f16", "q8_0"}));
+  };
+  flag("--cache-type-k", &g_kv_types.k, "keys' (also -ctk)");
+  flag("--cache-type-v", &g_kv_types.v, "values' (also -ctv; q8_0 needs q8_0 keys)");
+}
+
+KvTypes cache_types() { return g_kv_types; }
+
+void set_cache_types(api::SessionOptions& options) {
+  options.cache_type_k = kv_type_name(g_kv_types.k);
+  options.cache_type_v = kv_type_name(g_kv_types.v);
+}
 
 void add_load_flags(CLI::App& app, bool& mmap) {
   app.add_flag("--mmap", mmap,
@@ -214,7 +235,8 @@ Status check_context(const Model& model, int n_ctx, int n_batch, bool fast_kerne
                  "likely to degrade\n",
                  n_ctx, c.n_ctx_train);
   }
-  const uint64_t need = Context::memory_bytes(c, n_ctx, n_batch, fast_kernels) * static_cast<uint64_t>(n_seq);
+  if (fast_kernels) ORK_RETURN_IF_ERROR(Context::check_kv_types(c, g_kv_types));
+  const uint64_t need = Context::memory_bytes(c, n_ctx, n_batch, fast_kernels, g_kv_types) * static_cast<uint64_t>(n_seq);
   const std::optional<uint64_t> available = available_memory_bytes();
   if (available && need > *available) {
     return error(StatusCode::kResourceExhausted,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "core/kv_layout.h"
 #include "model/model.h"
 #include "model_cache.h"
 #include "ork/ork.hpp"
@@ -32,6 +33,14 @@ Result<std::unique_ptr<api::LoadedModel>> load_api_model(const std::string& path
 // --chat-template: a Jinja file, or "chatml"; empty leaves the model's own.
 // The error's message is the line to print (fail(status.message())).
 Status set_chat_template_option(api::LoadedModel& model, const std::string& option);
+
+// --cache-type-k and --cache-type-v (-ctk, -ctv: llama.cpp's spellings):
+// the KV cache's key and value types, f16 (default) or q8_0. What they
+// parsed is cache_types(); the memory checks here count it.
+void add_cache_type_flags(CLI::App& app);
+KvTypes cache_types();
+// The same as a session's options (through the public API).
+void set_cache_types(api::SessionOptions& options);
 
 // Checks a context of n_ctx positions (batches of up to n_batch tokens),
 // or n_seq of them (the server's slots), before it is made: past the model's trained context is a warning on

@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
   }
   // llama.cpp's options spelled with one dash and several letters, which
   // CLI11 cannot declare: taken under their long names.
-  static const std::pair<const char*, const char*> kLlamaSpellings[] = {{"-np", "--parallel"}, {"-to", "--timeout"}, {"-sys", "--system-prompt"}};
+  static const std::pair<const char*, const char*> kLlamaSpellings[] = {{"-np", "--parallel"}, {"-to", "--timeout"}, {"-sys", "--system-prompt"}, {"-ctk", "--cache-type-k"},
+      {"-ctv", "--cache-type-v"}};
   std::vector<char*> args(argv, argv + argc);
   for (char*& a : args) {
     for (const auto& [from, to] : kLlamaSpellings) {

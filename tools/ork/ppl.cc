@@ -101,7 +101,11 @@ int ppl(PplCliOptions& c) {
   DispatchStats routed;
   o.dispatch_stats = &routed;
   const NpuCli& npu = c.npu;
+  if (Status st = Context::check_kv_types((*model)->config(), cache_types()); !st.is_ok() && !c.reference_kernels) {
+    return fail(st.to_string());
+  }
   o.setup = [&](Context& ctx) {
+    if (!c.reference_kernels) (void)ctx.set_kv_types(cache_types());  // checked above
     npu.attach(ctx);
     ctx.set_i8s_high_only(c.i8s_high_only);
   };
@@ -182,6 +186,7 @@ Runner add_ppl(CLI::App& app) {
                "Read i8s tensors from their high plane alone (int4): the CPU's share of the overlay");
   c->npu.add_options(app);
   add_load_flags(app, c->mmap);
+  add_cache_type_flags(app);
   app.add_flag("--ref-kernels", c->reference_kernels,
                "Score with the scalar reference kernels (f32 activations): the weights' quality alone");
   return [c] { return ppl(*c); };

@@ -98,6 +98,7 @@ int run(RunOptions& opt) {
   if (Status st = npu_cli.check_model(model.internal()); !st.is_ok()) return fail(st.to_string());
   api::SessionOptions so;
   so.n_ctx = n_ctx;
+  set_cache_types(so);
   auto session = api::Session::create(model, so);
   if (!session.is_ok()) return fail(session.status().to_string());
   Context& ctx = (*session)->context();
@@ -202,6 +203,7 @@ Runner add_run(CLI::App& app) {
   app.add_option("-r,--reverse-prompt,--stop", opt->stop, "Stop before this text (repeatable)");
   app.add_option("-t,--threads", opt->threads, "Threads (default: all cores)")->check(thread_count());
   add_load_flags(app, opt->mmap);
+  add_cache_type_flags(app);
   opt->npu.add_options(app);
   app.add_flag("--stats", opt->stats, "After the run: weight bytes read per token and per-layer expert usage (MoE)");
   app.add_flag("--profile", opt->profile,

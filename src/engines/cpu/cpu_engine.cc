@@ -5,6 +5,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/float_ops.h"
+#include "kernels/cpu/kv_attention.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/recurrent_ops.h"
 #include "kernels/ref/ops.h"
@@ -149,6 +150,14 @@ void CpuEngine::rope_rows(float* x, int n, int n_heads, int head_dim, const floa
 
 void CpuEngine::to_f16(const float* x, int64_t n, uint16_t* out) { cpu::to_f16(x, n, out); }
 
+void CpuEngine::store_kv_q8(const float* x, int head_dim, int64_t pos, bool key, int8_t* codes, float* scales) {
+  if (key) {
+    cpu::store_key_q8(x, head_dim, pos, codes, scales);
+  } else {
+    cpu::store_value_q8(x, head_dim, pos, codes, scales);
+  }
+}
+
 // Scaled dot-product attention with grouped KV heads, causal over the cache.
 // On the fast path (token, KV head) pairs split over the pool.
 void CpuEngine::attention(const AttentionArgs& a) {
@@ -171,17 +180,27 @@ void CpuEngine::attention(const AttentionArgs& a) {
   }
   // One (token, KV head) pair at a time: its group of query heads together.
   const int64_t pairs = static_cast<int64_t>(a.n_tokens) * a.n_head_kv;
+  const KvQ8Layout q8(hd, a.n_ctx);
   pool_->run(
       pairs,
       [&](int64_t begin, int64_t end) {
         thread_local std::vector<float> scores;
-        scores.resize(static_cast<size_t>(a.n_ctx) * group);
+        scores.resize(static_cast<size_t>(q8.positions) * group);
         for (int64_t i = begin; i < end; ++i) {
           const int t = static_cast<int>(i / a.n_head_kv), kvh = static_cast<int>(i % a.n_head_kv);
           const size_t kv_off = static_cast<size_t>(kvh) * a.n_ctx * hd;
           const size_t q_off = static_cast<size_t>(t) * q_dim + static_cast<size_t>(kvh) * group * hd;
-          cpu::attention_group_f16(&a.q[q_off], group, a.k16 + kv_off, a.v16 + kv_off, a.n_past + t + 1, hd, hd, scale,
-                                   scores.data(), &a.out[q_off]);
+          const int64_t n_kv = a.n_past + t + 1;
+          if (a.k_type == KvType::kQ8_0) {
+            const size_t codes = kvh * q8.codes(), scales = kvh * q8.scales();
+            const bool v_q8 = a.v_type == KvType::kQ8_0;
+            cpu::attention_group_q8(&a.q[q_off], group, a.k8 + codes, a.k8_scales + scales, v_q8 ? a.v8 + codes : nullptr,
+                                    v_q8 ? a.v8_scales + scales : nullptr, v_q8 ? nullptr : a.v16 + kv_off, n_kv, hd, scale,
+                                    scores.data(), &a.out[q_off]);
+          } else {
+            cpu::attention_group_f16(&a.q[q_off], group, a.k16 + kv_off, a.v16 + kv_off, n_kv, hd, hd, scale,
+                                     scores.data(), &a.out[q_off]);
+          }
         }
       },
       std::max<int64_t>(1, 4096 / std::max(1, (a.n_past + a.n_tokens) * hd * group)));

@@ -99,6 +99,7 @@ class CpuEngine final : public Engine, public HostOps {
   void rope_rows(float* x, int n, int n_heads, int head_dim, const float* norm, float eps,
                  const RopeParams& p) override;
   void to_f16(const float* x, int64_t n, uint16_t* out) override;
+  void store_kv_q8(const float* x, int head_dim, int64_t pos, bool key, int8_t* codes, float* scales) override;
   void attention(const AttentionArgs& a) override;
   void short_conv(const float* bcx, int n, int width, const float* w, int taps, const float* history, float* u,
                   float* out) override;

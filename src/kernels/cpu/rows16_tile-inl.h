@@ -20,15 +20,6 @@
 template <CodeKind K>
 constexpr bool kRows16 = K == CodeKind::kQ40 || K == CodeKind::kQ4k || K == CodeKind::kQ6k;
 
-// acc + each int32 lane's four products of u's unsigned bytes with the four
-// signed bytes at p (the same four for every lane: an embedded broadcast).
-HWY_INLINE __m512i DotAddBroadcast512(__m512i acc, __m512i u, const int8_t* p) {
-  // The memory operand names the four bytes themselves (read as one
-  // broadcast dword; asm operands do not alias), not a copy on the stack.
-  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(p)));
-  return acc;
-}
-
 // Sixteen rows' four dwords at p + r * stride, transposed: out[j] holds
 // dword j of rows 0..15 in its lanes 0..15. (Rows as a base and a stride
 // keep the sixteen addresses in six registers.)

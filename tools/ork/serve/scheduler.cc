@@ -51,6 +51,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(api::LoadedModel& model, co
   for (int i = 0; i < options.slots; ++i) {
     api::SessionOptions so;
     so.n_ctx = options.n_ctx;
+    so.cache_type_k = options.cache_type_k;
+    so.cache_type_v = options.cache_type_v;
     ORK_ASSIGN_OR_RETURN(auto session, api::Session::create(model, so));
     auto slot = std::make_unique<Slot>();
     slot->index = i;

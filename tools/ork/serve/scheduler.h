@@ -47,6 +47,7 @@ struct SchedulerOptions {
   int n_ctx = 0;          // positions per slot
   int batch = 512;        // prompt tokens evaluated per step, over all slots
   size_t max_queue = 64;  // requests waiting for a slot; more are refused
+  std::string cache_type_k = "f16", cache_type_v = "f16";  // each slot's KV cache (api::SessionOptions)
 };
 
 // Counters for /metrics (monotonic since start, except the gauges).

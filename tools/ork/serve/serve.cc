@@ -333,6 +333,8 @@ int serve_main(const ServeOptions& o) {
   so.n_ctx = per_slot;
   so.batch = o.batch;
   so.max_queue = o.max_queue;
+  so.cache_type_k = kv_type_name(cache_types().k);
+  so.cache_type_v = kv_type_name(cache_types().v);
   auto slots = serve::Scheduler::create(model, so);
   if (!slots.is_ok()) return fail(slots.status().to_string());
 
@@ -390,6 +392,7 @@ Runner add_serve(CLI::App& app) {
   app.add_flag("--no-webui", o->no_webui, "No chat page at /");
   app.add_flag("--metrics", o->metrics_flag, "Accepted for llama-server's scripts: /metrics is always on");
   add_load_flags(app, o->mmap);
+  add_cache_type_flags(app);
   return [o] { return serve_main(*o); };
 }
 
