@@ -25,7 +25,10 @@
 
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
+#include "core/half.h"
+#include "core/kv_layout.h"
 #include "kernels/cpu/float_ops.h"
+#include "kernels/cpu/kv_attention.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/recurrent_ops.h"
 #include "kernels/cpu/targets.h"
@@ -146,6 +149,46 @@ void BM_DeltaRule(benchmark::State& state) {
   state.SetLabel(chunked ? "chunked" : "recurrence");
 }
 BENCHMARK(BM_DeltaRule)->ArgsProduct({{0, 1}, {1, 16, 64, 512}})->ArgNames({"chunked", "n"})->Unit(benchmark::kMicrosecond);
+
+// Decode's attention of one KV head and its group of query heads over
+// n_kv cached positions (llama-1b: 8 query heads of 64 per KV head), one
+// thread, by cache type (0: f16, 1: q8_0 keys and values, 2: q8_0 keys and
+// f16 values): GMAC/s counts the scores' and the values' multiply-adds.
+void BM_AttentionGroup(benchmark::State& state) {
+  const int type = static_cast<int>(state.range(0));
+  const int64_t n_kv = state.range(1);
+  const int hd = 64, group = 8;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  std::vector<float> q(static_cast<size_t>(group * hd)), out(q.size()), row(static_cast<size_t>(hd));
+  const KvQ8Layout lay(hd, n_kv);
+  std::vector<uint16_t> k16(static_cast<size_t>(n_kv * hd)), v16(k16.size());
+  std::vector<int8_t> kc(lay.codes()), vc(lay.codes());
+  std::vector<float> ks(lay.scales()), vs(lay.scales()), scores(static_cast<size_t>(group * lay.positions));
+  for (float& x : q) x = nd(rng);
+  for (int64_t p = 0; p < n_kv; ++p) {
+    for (int which = 0; which < 2; ++which) {
+      for (float& x : row) x = nd(rng);
+      cpu::to_f16(row.data(), hd, &(which == 0 ? k16 : v16)[static_cast<size_t>(p * hd)]);
+      (which == 0 ? cpu::store_key_q8 : cpu::store_value_q8)(row.data(), hd, p, (which == 0 ? kc : vc).data(),
+                                                              (which == 0 ? ks : vs).data());
+    }
+  }
+  const float scale = 0.125f;
+  for (auto _ : state) {
+    if (type == 0) {
+      cpu::attention_group_f16(q.data(), group, k16.data(), v16.data(), n_kv, hd, hd, scale, scores.data(), out.data());
+    } else {
+      cpu::attention_group_q8(q.data(), group, kc.data(), ks.data(), type == 1 ? vc.data() : nullptr, vs.data(),
+                              v16.data(), n_kv, hd, scale, scores.data(), out.data());
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GMAC/s"] =
+      benchmark::Counter(2.0 * group * hd * n_kv * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(type == 0 ? "f16" : type == 1 ? "q8_0" : "q8_0 keys, f16 values");
+}
+BENCHMARK(BM_AttentionGroup)->ArgsProduct({{0, 1, 2}, {2048, 8192}})->ArgNames({"type", "n_kv"})->Unit(benchmark::kMicrosecond);
 
 // Decode's matmul loops over a llama-1b-shaped stack of i4 matrices (16
 // layers of q/k/v, o, gate/up and down, then the output: 520.9 MB on huge

@@ -10,6 +10,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/float_ops.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
@@ -512,6 +513,15 @@ void AttentionHeadF16(const float* q, const uint16_t* k, const uint16_t* v, int6
   }
 }
 
+// Rows [s0, s1) of an f16 cache into the caches: at depth the cache comes
+// from DRAM and a block's work is short, so the hardware prefetcher alone
+// left the passes waiting on memory (a third of the bandwidth in the model).
+HWY_INLINE void PrefetchRows(const uint16_t* rows, int64_t s0, int64_t s1, int head_dim, int64_t stride) {
+  for (int64_t s = s0; s < s1; ++s) {
+    for (int i = 0; i < head_dim; i += 32) hwy::Prefetch(rows + s * stride + i);
+  }
+}
+
 // The G query heads that share one KV head (grouped-query attention): each
 // cached key and value is widened from f16 once for the whole group rather
 // than once per head. Per head, every lane sees the same operations in the
@@ -534,6 +544,7 @@ void AttentionGroup(const float* q, const uint16_t* k, const uint16_t* v, int64_
   constexpr int kHv = G < 2 ? G : 2, kS = 8 / kHv;
   for (int64_t s0 = 0; s0 < n_kv; s0 += kVBlock) {
     const int64_t s1 = std::min(n_kv, s0 + kVBlock);
+    PrefetchRows(k, s1, std::min(n_kv, s1 + kVBlock), head_dim, stride);
     for (int g0 = 0; g0 < G; g0 += kHs) {
       auto pass = [&](int64_t t, auto positions) HWY_ATTR {
         constexpr int P = decltype(positions)::value;
@@ -566,6 +577,7 @@ void AttentionGroup(const float* q, const uint16_t* k, const uint16_t* v, int64_
   // out = sum_s p_s v_s. The sums carry from block to block in `out`.
   for (int64_t s0 = 0; s0 < n_kv; s0 += kVBlock) {
     const int64_t s1 = std::min(n_kv, s0 + kVBlock);
+    PrefetchRows(v, s1, std::min(n_kv, s1 + kVBlock), head_dim, stride);
     for (int g0 = 0; g0 < G; g0 += kHv) {
       auto pass = [&](int i, auto slices) HWY_ATTR {
         constexpr int S = decltype(slices)::value;
