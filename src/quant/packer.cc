@@ -94,6 +94,7 @@ struct Hessian {
   int64_t k = 0;
   std::vector<double> h;  // undamped, k x k
   std::vector<double> u;  // k x k, upper triangle used
+  std::vector<float> hf;  // h as floats, for hessian_error
 };
 
 std::optional<Hessian> hessian_for(const PackOptions& o, const GgufTensorInfo& t, int64_t ks, bool rotated) {
@@ -119,6 +120,7 @@ std::optional<Hessian> hessian_for(const PackOptions& o, const GgufTensorInfo& t
   Hessian hs;
   hs.k = ks;
   hs.h.assign(m.begin(), m.end());
+  hs.hf = std::move(m);
   std::vector<double> u = gptq_factor(hs.h, ks);
   if (u.empty()) return std::nullopt;
   hs.u = std::move(u);
@@ -126,17 +128,49 @@ std::optional<Hessian> hessian_for(const PackOptions& o, const GgufTensorInfo& t
 }
 
 // sum over rows of d^T H d, d = w - w': the expected squared output error.
+// H is symmetric: d^T H d = sum_i d_i (H_ii d_i + 2 sum_{j<i} H_ij d_j), so
+// only the lower triangle is read, as floats (H came from floats), by eight
+// rows at once, each row of H met by the eight d's in one vectorised pass;
+// every inner sum is a float dot of at most k terms, the total a double.
+// (Element by element and in double, row after row, this was most of a
+// GPTQ pack's measuring: k^2 sequential multiply-adds per row per tier.)
 double hessian_error(const std::vector<float>& w, const std::vector<float>& recon, const Hessian& hs) {
   const int64_t k = hs.k;
   const int64_t rows = static_cast<int64_t>(w.size()) / k;
+  constexpr int kRows = 8;
+  std::vector<float> d(static_cast<size_t>(kRows * k));
   double total = 0;
-  std::vector<double> d(static_cast<size_t>(k));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < k; ++j) d[static_cast<size_t>(j)] = w[static_cast<size_t>(r * k + j)] - recon[static_cast<size_t>(r * k + j)];
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+    const int64_t n = std::min<int64_t>(kRows, rows - r0);
+    std::fill(d.begin(), d.end(), 0.0f);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t j = 0; j < k; ++j) {
+        const size_t at = static_cast<size_t>((r0 + r) * k + j);
+        d[static_cast<size_t>(r * k + j)] = w[at] - recon[at];
+      }
+    }
+    const float *d0 = d.data(), *d1 = d0 + k, *d2 = d1 + k, *d3 = d2 + k, *d4 = d3 + k, *d5 = d4 + k, *d6 = d5 + k,
+                *d7 = d6 + k;
     for (int64_t i = 0; i < k; ++i) {
-      double s = 0;
-      for (int64_t j = 0; j < k; ++j) s += hs.h[static_cast<size_t>(i * k + j)] * d[static_cast<size_t>(j)];
-      total += d[static_cast<size_t>(i)] * s;
+      const float* hi = hs.hf.data() + i * k;
+      float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3, s4, s5, s6, s7)
+      for (int64_t j = 0; j < i; ++j) {
+        const float h = hi[j];
+        s0 += h * d0[j];
+        s1 += h * d1[j];
+        s2 += h * d2[j];
+        s3 += h * d3[j];
+        s4 += h * d4[j];
+        s5 += h * d5[j];
+        s6 += h * d6[j];
+        s7 += h * d7[j];
+      }
+      const float sums[kRows] = {s0, s1, s2, s3, s4, s5, s6, s7};
+      for (int r = 0; r < kRows; ++r) {
+        const double di = d[static_cast<size_t>(r * k + i)];
+        total += di * (static_cast<double>(hi[i]) * di + 2.0 * static_cast<double>(sums[r]));
+      }
     }
   }
   return total;
@@ -215,11 +249,9 @@ Result<Measured> measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t
   const int64_t n = std::min<int64_t>(rows, o.sample_rows);
   for (int64_t i = 0; i < n; ++i) sample.push_back(i * rows / n);
   const double scale_up = static_cast<double>(rows) / static_cast<double>(n);
-  std::vector<Tier> tiers = o.candidates;
-  for (Tier extra : {Tier::kF16, Tier::kF32, Tier::kI8s}) {
-    if (std::find(tiers.begin(), tiers.end(), extra) == tiers.end()) tiers.push_back(extra);
-  }
-  if (fixed) tiers = {*fixed};
+  // A tensor the rules or the map fix is measured at that tier alone; any
+  // other takes part in planning with the candidates alone.
+  const std::vector<Tier> tiers = fixed ? std::vector<Tier>{*fixed} : o.candidates;
   for (bool rotated : {false, true}) {
     if (rotated && (!o.rotate || !may_rotate(t))) continue;
     const std::vector<float> w = load_rows(t, ks, rotated, seed, &sample);
@@ -242,7 +274,6 @@ Result<Measured> measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t
       }
     }
   }
-  // Only the candidates take part in planning; f16/f32/i8s are there for rules.
   return m;
 }
 

@@ -34,8 +34,32 @@ double integer_grid_error(const float* w, const float* imp, int64_t n, const Gri
   return err;
 }
 
+// The same for a codebook of kLevels levels (nf4's 16): each weight's
+// level found by Grid::bounds' comparisons, taken as a chain of selects
+// (the comparisons are monotone, so the last true one names the level),
+// which vectorises where a search per weight cannot. The same levels as
+// Grid::index, element by element.
+template <int kLevels>
+double codebook_grid_error(const float* w, const float* imp, int64_t n, const Grid& grid, float scale) {
+  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+  float lv[kLevels], bound[kLevels - 1];
+  for (int i = 0; i < kLevels; ++i) lv[i] = grid.levels()[static_cast<size_t>(i)];
+  for (int i = 0; i + 1 < kLevels; ++i) bound[i] = grid.bounds()[i];
+  double err = 0.0;
+#pragma omp simd reduction(+ : err)
+  for (int64_t j = 0; j < n; ++j) {
+    const float x = w[j] * inv;
+    float level = lv[0];
+    for (int i = 0; i + 1 < kLevels; ++i) level = x > bound[i] ? lv[i + 1] : level;
+    const double d = static_cast<double>(w[j]) - static_cast<double>(scale * level);
+    err += (imp != nullptr ? static_cast<double>(imp[j]) : 1.0) * d * d;
+  }
+  return err;
+}
+
 double weighted_error(const float* w, const float* imp, int64_t n, const Grid& grid, float scale) {
   if (grid.is_integers()) return integer_grid_error(w, imp, n, grid, scale);
+  if (grid.levels().size() == Grid::kMaxLevels) return codebook_grid_error<Grid::kMaxLevels>(w, imp, n, grid, scale);
   const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
   double err = 0.0;
   for (int64_t j = 0; j < n; ++j) {

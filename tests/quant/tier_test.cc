@@ -96,6 +96,57 @@ TEST(Tiers, ScaleSearchBeatsAbsmax) {
   EXPECT_LT(searched, 0.9 * absmax);  // measured: 0.84 on this Student-t matrix
 }
 
+// The codebook's nearest level (Grid::index, branch-free) against a plain
+// scan, ties toward the lower level: below, above and between the levels,
+// at every level and every midpoint exactly.
+TEST(Tiers, CodebookIndexIsTheNearestLevel) {
+  const auto& levels = nf4_codebook();
+  const Grid grid = Grid::codebook(levels);
+  std::vector<float> xs = {-5.0f, -1.0f, 1.0f, 5.0f, 0.0f, -0.0f};
+  for (size_t i = 0; i < levels.size(); ++i) {
+    xs.push_back(levels[i]);
+    if (i + 1 < levels.size()) {
+      const float mid = levels[i] + (levels[i + 1] - levels[i]) / 2;
+      for (float x : {mid, std::nextafter(mid, -2.0f), std::nextafter(mid, 2.0f)}) xs.push_back(x);
+    }
+  }
+  for (int j = 0; j <= 4000; ++j) xs.push_back(-1.2f + 2.4f * static_cast<float>(j) / 4000);
+  for (size_t i = 0; i + 1 < levels.size(); ++i) {  // each bound is where the pair's comparison flips
+    const float b = grid.bounds()[i];
+    EXPECT_FALSE(Grid::nearer_upper(levels[i], levels[i + 1], b)) << i;
+    EXPECT_TRUE(Grid::nearer_upper(levels[i], levels[i + 1], std::nextafter(b, 2.0f))) << i;
+    for (float x : {b, std::nextafter(b, 2.0f), std::nextafter(b, -2.0f)}) xs.push_back(x);
+  }
+  for (float x : xs) {
+    int nearest = 0;
+    for (int i = 1; i < static_cast<int>(levels.size()); ++i) {
+      if (x - levels[static_cast<size_t>(nearest)] > levels[static_cast<size_t>(i)] - x) nearest = i;
+    }
+    ASSERT_EQ(grid.index(x), nearest) << "x = " << x;
+  }
+}
+
+// The scale search's error for a codebook (its vectorised loop) is the error
+// of the codes it picks, summed plainly.
+TEST(Tiers, CodebookSearchReportsItsError) {
+  const Grid grid = Grid::codebook(nf4_codebook());
+  const auto w = make_test_matrix(MatrixKind::kStudentT4, 16, 300, 5);
+  std::vector<float> imp(300);
+  for (size_t j = 0; j < imp.size(); ++j) imp[j] = 0.5f + static_cast<float>(j % 7);
+  for (const float* weights : std::initializer_list<const float*>{nullptr, imp.data()}) {
+    for (int64_t r = 0; r < 16; ++r) {
+      const float* row = &w[static_cast<size_t>(r * 300)];
+      const ScaleChoice c = search_scale(row, weights, 300, grid);
+      double err = 0;
+      for (int j = 0; j < 300; ++j) {
+        const double d = static_cast<double>(row[j]) - static_cast<double>(c.scale * grid.level(grid.index(row[j] / c.scale)));
+        err += (weights != nullptr ? weights[j] : 1.0) * d * d;
+      }
+      EXPECT_NEAR(c.error, err, 1e-9 * err) << "row " << r;
+    }
+  }
+}
+
 TEST(Tiers, ImportanceShiftsErrorToUnimportantColumns) {
   const int64_t k = 128;
   const auto w = make_test_matrix(MatrixKind::kStudentT4, 32, k, 4);
@@ -224,6 +275,42 @@ TEST(Rotation, SpreadsOutlierColumnsSoI4ErrsLess) {
 
 namespace ork {
 namespace {
+
+// The factor is what GPTQ asks for: U upper with U^T U (H + damping) = I,
+// damping 1 % of H's mean diagonal, on a correlated H of odd size.
+TEST(Gptq, FactorIsTheUpperCholeskyOfTheDampedInverse) {
+  const int64_t k = 37, samples = 300;
+  const auto x = make_test_matrix(MatrixKind::kGaussian, samples, k, 21);
+  std::vector<double> h(static_cast<size_t>(k * k), 0.0);
+  for (int64_t s = 0; s < samples; ++s) {
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        const double xi = x[static_cast<size_t>(s * k + i)] + 0.5 * x[static_cast<size_t>(s * k + (i + 1) % k)];
+        const double xj = x[static_cast<size_t>(s * k + j)] + 0.5 * x[static_cast<size_t>(s * k + (j + 1) % k)];
+        h[static_cast<size_t>(i * k + j)] += xi * xj / samples;
+      }
+    }
+  }
+  const std::vector<double> u = gptq_factor(h, k);
+  ASSERT_EQ(u.size(), static_cast<size_t>(k * k));
+  double mean_diag = 0;
+  for (int64_t i = 0; i < k; ++i) mean_diag += h[static_cast<size_t>(i * k + i)] / k;
+  for (int64_t i = 0; i < k; ++i) {
+    EXPECT_GT(u[static_cast<size_t>(i * k + i)], 0.0);
+    for (int64_t j = 0; j < i; ++j) EXPECT_EQ(u[static_cast<size_t>(i * k + j)], 0.0) << i << "," << j;
+  }
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      double v = 0;  // (U^T U (H + damping))[i][j]
+      for (int64_t p = 0; p < k; ++p) {
+        double utu = 0;
+        for (int64_t q = 0; q < k; ++q) utu += u[static_cast<size_t>(q * k + i)] * u[static_cast<size_t>(q * k + p)];
+        v += utu * (h[static_cast<size_t>(p * k + j)] + (p == j ? 0.01 * mean_diag : 0.0));
+      }
+      EXPECT_NEAR(v, i == j ? 1.0 : 0.0, 1e-9) << i << "," << j;
+    }
+  }
+}
 
 // GPTQ must lower the layer's output error E|(W - W')x|^2 on inputs with
 // correlated columns, compared with rounding each weight to nearest.
