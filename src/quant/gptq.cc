@@ -1,73 +1,60 @@
 #include "quant/gptq.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ork {
 namespace {
 
-// Row-major k x k as a view with the rows named.
-inline double* row_of(std::vector<double>& a, int64_t k, int64_t i) { return a.data() + i * k; }
-
-// In-place lower Cholesky factor of a k x k symmetric matrix (only its lower
-// triangle is read; the upper is zeroed); false if it is not positive
-// definite. Every inner loop is a dot product of two rows' leading parts,
-// contiguous, so it vectorises (the factor is k^3 / 6 multiply-adds: most
-// of a GPTQ pack's time before it did).
-bool cholesky(std::vector<double>& a, int64_t k) {
-  for (int64_t j = 0; j < k; ++j) {
-    const double* aj = row_of(a, k, j);
-    double sq = 0;
-#pragma omp simd reduction(+ : sq)
-    for (int64_t p = 0; p < j; ++p) sq += aj[p] * aj[p];
-    double d = aj[j] - sq;
-    if (!(d > 0)) return false;
-    d = std::sqrt(d);
-    row_of(a, k, j)[j] = d;
-    for (int64_t i = j + 1; i < k; ++i) {
-      const double* ai = row_of(a, k, i);
-      double s = 0;
+// Dot product of a[0, n) and b[0, n), vectorised.
+inline double dot(const double* a, const double* b, int64_t n) {
+  double s = 0;
 #pragma omp simd reduction(+ : s)
-      for (int64_t p = 0; p < j; ++p) s += ai[p] * aj[p];
-      row_of(a, k, i)[j] = (ai[j] - s) / d;
-    }
-  }
-  for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = i + 1; j < k; ++j) row_of(a, k, i)[j] = 0;
-  }
-  return true;
+  for (int64_t p = 0; p < n; ++p) s += a[p] * b[p];
+  return s;
 }
 
-// X = L^-1 for a lower-triangular L (lower too), a row at a time: row i of
-// X L = e_i gives, from the diagonal leftwards, X[i][j] = (δ_ij - sum over
-// p in (j, i] of X[i][p] L[p][j]) / L[j][j] - read through L's transpose so
-// that both operands of the sum run along rows.
-std::vector<double> lower_inverse(const std::vector<double>& l, int64_t k) {
-  std::vector<double> lt(static_cast<size_t>(k * k));
-  for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = 0; j <= i; ++j) lt[static_cast<size_t>(j * k + i)] = l[static_cast<size_t>(i * k + j)];
-  }
-  std::vector<double> x(static_cast<size_t>(k * k), 0.0);
-  for (int64_t i = 0; i < k; ++i) {
-    double* xi = row_of(x, k, i);
-    xi[i] = 1.0 / l[static_cast<size_t>(i * k + i)];
-    for (int64_t j = i - 1; j >= 0; --j) {
-      const double* ltj = lt.data() + j * k;
-      double s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t p = j + 1; p <= i; ++p) s += xi[p] * ltj[p];
-      xi[j] = -s / ltj[j];
+// In-place lower Cholesky factor L (A = L L^T) of a k x k symmetric matrix
+// (only its lower triangle is read; the upper is zeroed); false if it is
+// not positive definite. Left-looking, by panels of kPanel columns: each
+// row's part left of the panel meets the panel's kPanel rows (kept in
+// cache) in one pass, so the matrix streams from memory once per panel
+// instead of once per column - a k = 4096 factor reads 128 MiB of doubles
+// per pass - and the rest of each column is short dot products inside the
+// panel. Every inner loop is a contiguous dot product.
+bool cholesky(std::vector<double>& m, int64_t k) {
+  constexpr int64_t kPanel = 16;
+  auto row = [&](int64_t i) { return m.data() + i * k; };
+  for (int64_t jb = 0; jb < k; jb += kPanel) {
+    const int64_t je = std::min(k, jb + kPanel);
+    // Columns [0, jb) of every row at or below the panel against the panel's rows.
+    if (jb > 0) {
+      for (int64_t i = jb; i < k; ++i) {
+        double* ai = row(i);
+        for (int64_t j = jb; j < std::min(je, i + 1); ++j) ai[j] -= dot(ai, row(j), jb);
+      }
+    }
+    // The panel's own columns, one after another.
+    for (int64_t j = jb; j < je; ++j) {
+      double* aj = row(j);
+      const double d2 = aj[j] - dot(aj + jb, aj + jb, j - jb);
+      if (!(d2 > 0)) return false;
+      const double d = std::sqrt(d2);
+      aj[j] = d;
+      for (int64_t i = j + 1; i < k; ++i) {
+        double* ai = row(i);
+        ai[j] = (ai[j] - dot(ai + jb, aj + jb, j - jb)) / d;
+      }
     }
   }
-  return x;
+  for (int64_t i = 0; i < k; ++i) std::fill(row(i) + i + 1, row(i) + k, 0.0);
+  return true;
 }
 
 }  // namespace
 
-// GPTQ wants U upper with (H + damping)^-1 = U^T U. With J the reversal of
-// the indices, the Cholesky factor M of J H J (lower) gives H = R R^T for the
-// upper R = J M J, so H^-1 = (R^-1)^T R^-1 and U = R^-1 = J M^-1 J: one
-// factor and one triangular inverse (k^3 / 3 in all), where inverting H and
-// factoring the inverse took about four times that.
+// With J the reversal of the indices, the lower Cholesky factor M of J H J
+// gives H = R R^T for the upper R = J M J.
 std::vector<double> gptq_factor(const std::vector<double>& h, int64_t ks) {
   double mean_diag = 0;
   for (int64_t i = 0; i < ks; ++i) mean_diag += h[static_cast<size_t>(i * ks + i)];
@@ -77,16 +64,15 @@ std::vector<double> gptq_factor(const std::vector<double>& h, int64_t ks) {
   for (double damp = 0.01; damp < 10; damp *= 10) {
     std::vector<double> m(static_cast<size_t>(ks * ks));
     for (int64_t i = 0; i < ks; ++i) {
-      for (int64_t j = 0; j < ks; ++j) m[at(i, j)] = h[at(ks - 1 - i, ks - 1 - j)];
+      for (int64_t j = 0; j <= i; ++j) m[at(i, j)] = h[at(ks - 1 - i, ks - 1 - j)];
       m[at(i, i)] += damp * mean_diag;
     }
     if (!cholesky(m, ks)) continue;
-    const std::vector<double> minv = lower_inverse(m, ks);
-    std::vector<double> u(static_cast<size_t>(ks * ks), 0.0);
+    std::vector<double> r(static_cast<size_t>(ks * ks), 0.0);
     for (int64_t i = 0; i < ks; ++i) {
-      for (int64_t j = i; j < ks; ++j) u[at(i, j)] = minv[at(ks - 1 - i, ks - 1 - j)];
+      for (int64_t j = i; j < ks; ++j) r[at(i, j)] = m[at(ks - 1 - i, ks - 1 - j)];
     }
-    return u;
+    return r;
   }
   return {};
 }

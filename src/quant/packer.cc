@@ -89,11 +89,11 @@ std::vector<float> importance_for(const PackOptions& o, const GgufTensorInfo& t,
 }
 
 // The input second moments H = E[x x^T] of a weight in its stored basis,
-// and U, the upper Cholesky factor of the damped H's inverse, for GPTQ.
+// and R, the upper-triangular factor of the damped H (H = R R^T), for GPTQ.
 struct Hessian {
   int64_t k = 0;
   std::vector<double> h;  // undamped, k x k
-  std::vector<double> u;  // k x k, upper triangle used
+  std::vector<double> r;  // k x k, upper triangle used
   std::vector<float> hf;  // h as floats, for hessian_error
 };
 
@@ -121,9 +121,9 @@ std::optional<Hessian> hessian_for(const PackOptions& o, const GgufTensorInfo& t
   hs.k = ks;
   hs.h.assign(m.begin(), m.end());
   hs.hf = std::move(m);
-  std::vector<double> u = gptq_factor(hs.h, ks);
-  if (u.empty()) return std::nullopt;
-  hs.u = std::move(u);
+  std::vector<double> r = gptq_factor(hs.h, ks);
+  if (r.empty()) return std::nullopt;
+  hs.r = std::move(r);
   return hs;
 }
 
@@ -181,7 +181,7 @@ double hessian_error(const std::vector<float>& w, const std::vector<float>& reco
 double quantize_measured(Tier tier, const std::vector<float>& w, const std::vector<float>& imp, int64_t rows,
                          int64_t ks, const std::optional<Hessian>& hs, uint8_t* data, float* scales) {
   const double err = quantize_tier(tier, w.data(), imp.empty() ? nullptr : imp.data(), rows, ks, data, scales,
-                                   hs && tier_info(tier).has_scales ? hs->u.data() : nullptr);
+                                   hs && tier_info(tier).has_scales ? hs->r.data() : nullptr);
   if (!hs) return err;
   std::vector<float> recon(w.size());
   const TierTensor t{tier, data, tier_info(tier).has_scales ? scales : nullptr, rows, ks};

@@ -116,15 +116,23 @@ float snap(Tier tier, float x) {
 }
 
 // GPTQ on one row whose scale is already chosen: returns the weighted error.
-double gptq_row(Tier tier, const float* row, const float* importance, int64_t k, const double* u, tiers::RowPlanes out,
+// In U's terms (U = R^-1, the upper Cholesky factor of H^-1) weight j is
+// rounded as w~_j = w_j - sum_{p<j} U_pj (w~_p - v_p) / U_pp; since R U = I
+// that sum is -(sum_{p<j} R_pj (w_p - v_p)) / R_jj, over the weights' own
+// differences from their rounded values, so R's rows serve as they are.
+double gptq_row(Tier tier, const float* row, const float* importance, int64_t k, const double* r, tiers::RowPlanes out,
                 float scale) {
-  std::vector<double> w(row, row + k);
+  std::vector<double> pushed(static_cast<size_t>(k), 0.0);  // sum_{p<j} R_pj (w_p - v_p)
   std::vector<float> target(static_cast<size_t>(k));
   for (int64_t j = 0; j < k; ++j) {
-    const double v = scale * static_cast<double>(snap(tier, static_cast<float>(w[static_cast<size_t>(j)] / scale)));
+    const double* rj = r + j * k;
+    const double wj = static_cast<double>(row[j]) + pushed[static_cast<size_t>(j)] / rj[j];
+    const double v = scale * static_cast<double>(snap(tier, static_cast<float>(wj / scale)));
     target[static_cast<size_t>(j)] = static_cast<float>(v);
-    const double e = (w[static_cast<size_t>(j)] - v) / u[j * k + j];
-    for (int64_t i = j + 1; i < k; ++i) w[static_cast<size_t>(i)] -= e * u[j * k + i];
+    const double d = static_cast<double>(row[j]) - v;
+    double* p = pushed.data();
+#pragma omp simd
+    for (int64_t i = j + 1; i < k; ++i) p[i] += d * rj[i];
   }
   float unused;
   quantize_row(tier, target.data(), nullptr, k, out, &unused, scale);

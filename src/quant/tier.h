@@ -137,10 +137,10 @@ struct TierTensor {
 // column, or is null for uniform: the scale of each row minimises
 // sum_j importance_j (w_j - w'_j)^2 by search. Returns that summed error.
 //
-// `gptq`, if given, is the upper Cholesky factor U of the inverse input
-// Hessian (k_stored x k_stored, row-major; H = E[x x^T] in the stored basis):
-// then each row is rounded one weight at a time, and each rounding error is
-// pushed onto the weights not yet rounded so that the layer's output error
+// `gptq`, if given, is gptq_factor's R (upper, H = R R^T; k_stored x
+// k_stored, row-major; H = E[x x^T] in the stored basis, damped): then each
+// row is rounded one weight at a time, and each rounding error is pushed
+// onto the weights not yet rounded so that the layer's output error
 // E|(W - W')x|^2, not the weights' own error, is what stays small
 // (GPTQ, Frantar et al. 2022). The row scales are still searched first.
 double quantize_tier(Tier tier, const float* w, const float* importance, int64_t rows, int64_t k_stored, uint8_t* data,

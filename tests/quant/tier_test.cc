@@ -276,9 +276,10 @@ TEST(Rotation, SpreadsOutlierColumnsSoI4ErrsLess) {
 namespace ork {
 namespace {
 
-// The factor is what GPTQ asks for: U upper with U^T U (H + damping) = I,
-// damping 1 % of H's mean diagonal, on a correlated H of odd size.
-TEST(Gptq, FactorIsTheUpperCholeskyOfTheDampedInverse) {
+// The factor is what GPTQ asks for: R upper with a positive diagonal and
+// R R^T = H + damping, damping 1 % of H's mean diagonal, on a correlated H
+// of a size that is not a whole number of the factor's panels.
+TEST(Gptq, FactorIsTheUpperFactorOfTheDampedHessian) {
   const int64_t k = 37, samples = 300;
   const auto x = make_test_matrix(MatrixKind::kGaussian, samples, k, 21);
   std::vector<double> h(static_cast<size_t>(k * k), 0.0);
@@ -291,25 +292,71 @@ TEST(Gptq, FactorIsTheUpperCholeskyOfTheDampedInverse) {
       }
     }
   }
-  const std::vector<double> u = gptq_factor(h, k);
-  ASSERT_EQ(u.size(), static_cast<size_t>(k * k));
+  const std::vector<double> r = gptq_factor(h, k);
+  ASSERT_EQ(r.size(), static_cast<size_t>(k * k));
   double mean_diag = 0;
   for (int64_t i = 0; i < k; ++i) mean_diag += h[static_cast<size_t>(i * k + i)] / k;
   for (int64_t i = 0; i < k; ++i) {
-    EXPECT_GT(u[static_cast<size_t>(i * k + i)], 0.0);
-    for (int64_t j = 0; j < i; ++j) EXPECT_EQ(u[static_cast<size_t>(i * k + j)], 0.0) << i << "," << j;
+    EXPECT_GT(r[static_cast<size_t>(i * k + i)], 0.0);
+    for (int64_t j = 0; j < i; ++j) EXPECT_EQ(r[static_cast<size_t>(i * k + j)], 0.0) << i << "," << j;
   }
   for (int64_t i = 0; i < k; ++i) {
     for (int64_t j = 0; j < k; ++j) {
-      double v = 0;  // (U^T U (H + damping))[i][j]
-      for (int64_t p = 0; p < k; ++p) {
-        double utu = 0;
-        for (int64_t q = 0; q < k; ++q) utu += u[static_cast<size_t>(q * k + i)] * u[static_cast<size_t>(q * k + p)];
-        v += utu * (h[static_cast<size_t>(p * k + j)] + (p == j ? 0.01 * mean_diag : 0.0));
-      }
-      EXPECT_NEAR(v, i == j ? 1.0 : 0.0, 1e-9) << i << "," << j;
+      double v = 0;  // (R R^T)[i][j]
+      for (int64_t p = 0; p < k; ++p) v += r[static_cast<size_t>(i * k + p)] * r[static_cast<size_t>(j * k + p)];
+      const double want = h[static_cast<size_t>(i * k + j)] + (i == j ? 0.01 * mean_diag : 0.0);
+      EXPECT_NEAR(v, want, 1e-12 * mean_diag) << i << "," << j;
     }
   }
+}
+
+// GPTQ's rounding through R is the textbook one through U = R^-1, the
+// upper Cholesky factor of H^-1: w~_j = w_j - sum_{p<j} U_pj (w~_p - v_p) /
+// U_pp, v_j = w~_j rounded. Same codes on a correlated H (the scale
+// searched first, as quantize_tier does).
+TEST(Gptq, RoundsAsTheInverseFactorWould) {
+  const int64_t k = 64, rows = 6;  // k: a stored K, a multiple of 32
+  const auto z = make_test_matrix(MatrixKind::kGaussian, 200, k, 31);
+  std::vector<double> h(static_cast<size_t>(k * k), 0.0);
+  for (int64_t s = 0; s < 200; ++s) {
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        h[static_cast<size_t>(i * k + j)] += (z[static_cast<size_t>(s * k + i)] + z[static_cast<size_t>(s * k + (i + 3) % k)]) *
+                                             (z[static_cast<size_t>(s * k + j)] + z[static_cast<size_t>(s * k + (j + 3) % k)]) / 200;
+      }
+    }
+  }
+  const std::vector<double> r = gptq_factor(h, k);
+  ASSERT_EQ(r.size(), static_cast<size_t>(k * k));
+  // U = R^-1 by back substitution, column by column.
+  std::vector<double> u(static_cast<size_t>(k * k), 0.0);
+  for (int64_t c = 0; c < k; ++c) {
+    for (int64_t i = c; i >= 0; --i) {
+      double s = i == c ? 1.0 : 0.0;
+      for (int64_t p = i + 1; p <= c; ++p) s -= r[static_cast<size_t>(i * k + p)] * u[static_cast<size_t>(p * k + c)];
+      u[static_cast<size_t>(i * k + c)] = s / r[static_cast<size_t>(i * k + i)];
+    }
+  }
+  const auto w = make_test_matrix(MatrixKind::kStudentT4, rows, k, 32);
+  const Tier tier = Tier::kI4;
+  std::vector<uint8_t> data(tier_data_bytes(tier, rows, k));
+  std::vector<float> scales(static_cast<size_t>(rows)), got(static_cast<size_t>(k));
+  quantize_tier(tier, w.data(), nullptr, rows, k, data.data(), scales.data(), r.data());
+  const TierTensor t{tier, data.data(), scales.data(), rows, k};
+  int differ = 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    dequantize_tier_row(t, row, got.data());
+    const float scale = scales[static_cast<size_t>(row)];
+    std::vector<double> wt(w.begin() + row * k, w.begin() + (row + 1) * k);
+    for (int64_t j = 0; j < k; ++j) {
+      const double v = scale * std::clamp(std::nearbyint(wt[static_cast<size_t>(j)] / scale), -8.0, 7.0);
+      differ += std::fabs(v - got[static_cast<size_t>(j)]) > 1e-6 * scale ? 1 : 0;
+      const double e = (wt[static_cast<size_t>(j)] - v) / u[static_cast<size_t>(j * k + j)];
+      for (int64_t i = j + 1; i < k; ++i) wt[static_cast<size_t>(i)] -= e * u[static_cast<size_t>(j * k + i)];
+    }
+  }
+  // A weight within rounding of a half step may round the other way.
+  EXPECT_LE(differ, 2) << "of " << rows * k;
 }
 
 // GPTQ must lower the layer's output error E|(W - W')x|^2 on inputs with
