@@ -92,9 +92,8 @@ std::vector<float> importance_for(const PackOptions& o, const GgufTensorInfo& t,
 // and R, the upper-triangular factor of the damped H (H = R R^T), for GPTQ.
 struct Hessian {
   int64_t k = 0;
-  std::vector<double> h;  // undamped, k x k
+  std::vector<float> hf;  // H, undamped, k x k (it came from floats), for hessian_error
   std::vector<double> r;  // k x k, upper triangle used
-  std::vector<float> hf;  // h as floats, for hessian_error
 };
 
 std::optional<Hessian> hessian_for(const PackOptions& o, const GgufTensorInfo& t, int64_t ks, bool rotated) {
@@ -119,9 +118,8 @@ std::optional<Hessian> hessian_for(const PackOptions& o, const GgufTensorInfo& t
   }
   Hessian hs;
   hs.k = ks;
-  hs.h.assign(m.begin(), m.end());
+  std::vector<double> r = gptq_factor(std::vector<double>(m.begin(), m.end()), ks);
   hs.hf = std::move(m);
-  std::vector<double> r = gptq_factor(hs.h, ks);
   if (r.empty()) return std::nullopt;
   hs.r = std::move(r);
   return hs;
