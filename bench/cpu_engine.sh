@@ -12,7 +12,7 @@ mkdir -p "$MODELS"
 f32="$MODELS/llama-1b-f32.gguf"
 pack="$MODELS/llama-1b-i4.orkpack"
 [ -f "$f32" ] || "$ORK" synth --preset llama-1b -o "$f32"
-[ -f "$pack" ] || "$ORK" pack --uniform i4 "$f32" -o "$pack"
+[ -f "$pack" ] || "$ORK" pack --uniform i4 --no-calibrate "$f32" -o "$pack"
 "$ORK" inspect "$pack" | grep -E "bits per weight|tensor bytes" || true
 "$ORK" bench -m "$pack" -p 512 -n 128 -r 3 -t 2
 "$ORK" bench -m "$pack" -p 0 -n 128 -r 3 -t 1

@@ -11,7 +11,7 @@ mkdir -p "$MODELS"
 f16="$MODELS/moe12-f16.gguf"
 pack="$MODELS/moe12-i4.orkpack"
 [ -f "$f16" ] || "$ORK" synth --preset qwen3moe-30b-a3b --layers 12 --type F16 -o "$f16"
-[ -f "$pack" ] || "$ORK" pack --uniform i4 "$f16" -o "$pack"
+[ -f "$pack" ] || "$ORK" pack --uniform i4 --no-calibrate "$f16" -o "$pack"
 "$ORK" bench -m "$pack" -p 512 -n 128 -r 3 -t 2
 "$ORK" bench -m "$pack" -p 16 -n 128 -r 3 -t 2
 "$ORK" bench -m "$pack" -p 16 -n 128 -r 3 -t 1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures the tables of docs/QUALITY.md: for a model, every uniform tier with
 # and without rotation, and planned mixes at 4.25 / 4.5 / 5.0 bpw (with an
-# importance matrix from corpus/sotu-calibration.txt), each against the f32
+# importance matrix from corpus/sotu-calibration.txt, or self-calibrated:
+# the text the model writes itself, ork pack's default), each against the f32
 # model: PPL, mean KLD, top-1 agreement, RMS delta-p, on context 128.
 # Usage: bench/quality.sh MODEL.gguf TEXT OUT_DIR   (prints markdown rows)
 #        ROWS=uniform|planned|all (default all) selects the rows.
@@ -33,8 +34,8 @@ echo "|---|---|---|---|---|---|"
 ROWS=${ROWS:-all}
 if [ "$ROWS" != planned ]; then
   for tier in f16 i8 i8s i6 i5 nf4 i4; do
-    row "uniform $tier" --uniform "$tier" --no-rotate
-    row "uniform $tier, rotated" --uniform "$tier"
+    row "uniform $tier" --uniform "$tier" --no-rotate --no-calibrate
+    row "uniform $tier, rotated" --uniform "$tier" --no-calibrate
   done
 fi
 if [ "$ROWS" != uniform ]; then
@@ -42,5 +43,6 @@ if [ "$ROWS" != uniform ]; then
     row "planned $bpw bpw, imatrix + GPTQ" --bpw "$bpw" --imatrix "$OUT/$name.imatrix"
   done
   row "planned 4.5 bpw, imatrix, no GPTQ" --bpw 4.5 --imatrix "$OUT/$name.imatrix" --no-gptq
-  row "planned 4.5 bpw, no imatrix" --bpw 4.5
+  row "planned 4.5 bpw, no imatrix" --bpw 4.5 --no-calibrate
+  row "planned 4.5 bpw, self-calibrated (ork pack's default)" --bpw 4.5
 fi

@@ -12,7 +12,7 @@ M=$1 T=$2 OUT=$3
 ORK=${ORK:-build/release/ork}
 mkdir -p "$OUT"
 P=$OUT/$(basename "$M" .gguf)-i4-i8s.orkpack
-[ -f "$P" ] || "$ORK" pack "$M" -o "$P" --uniform i4 --tier 'attn_v|attn_output|ffn_down=i8s' >/dev/null 2>&1
+[ -f "$P" ] || "$ORK" pack "$M" -o "$P" --uniform i4 --no-calibrate --tier 'attn_v|attn_output|ffn_down=i8s' >/dev/null 2>&1
 base=$OUT/$(basename "$M" .gguf).klbase
 [ -f "$base" ] || "$ORK" ppl -m "$M" -f "$T" -c 128 --save-kl-base "$base" >/dev/null 2>&1
 echo "pack: $("$ORK" inspect "$P" --no-tensors | grep -o '[0-9.]* bits per weight')"

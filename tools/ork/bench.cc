@@ -41,6 +41,7 @@ struct BenchOptions {
   bool profile = false;
   bool i8s_high_only = false;
   bool pair = false;
+  bool probe_only = false;
 };
 
 double now_s() {
@@ -198,10 +199,28 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
   return 0;
 }
 
+// `--probe`: the read bandwidth alone, best of 5 passes over 1 GiB - the
+// limit every ratio divides by, for a script that runs a peer between
+// ork's repetitions (bench/compare.sh) and needs the probe beside it.
+int probe_only(const BenchOptions& o, ThreadPool& pool) {
+  BandwidthProbe probe(pool, size_t{1} << 30);
+  if (!probe.ok()) return fail("cannot allocate the 1024 MiB the bandwidth probe reads");
+  const double gbps = probe.measure(5);
+  if (o.json) {
+    std::printf("{\"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f}}\n",
+                cpu_name().c_str(), pool.size(), cpu::current_target(), gbps);
+  } else {
+    std::printf("read bandwidth %.2f GB/s (%s, %d threads, best of 5 reads of 1 GiB)\n", gbps, cpu_name().c_str(),
+                pool.size());
+  }
+  return 0;
+}
+
 int bench(BenchOptions& o) {
-  if (o.n_prompt == 0 && o.n_gen == 0) return fail("bench: -p and -n are both 0, so there is nothing to measure");
   if (o.threads > 0) ThreadPool::set_default_threads(o.threads);
   ThreadPool& pool = ThreadPool::global();
+  if (o.probe_only) return probe_only(o, pool);
+  if (o.n_prompt == 0 && o.n_gen == 0) return fail("bench: -p and -n are both 0, so there is nothing to measure");
   std::unique_ptr<Model> model;
   if (o.model.empty()) {
     auto m = load_builtin_model();
@@ -389,6 +408,9 @@ Runner add_bench(CLI::App& app) {
   app.add_flag("--pair", o->pair,
                "With --npu: each repetition decodes with the NPU and with the CPU alone (i8s high plane), in turn, "
                "and reports the ratio");
+  app.add_flag("--probe", o->probe_only,
+               "Measure the read bandwidth alone (best of 5 reads of 1 GiB, -t threads) and exit: the limit the "
+               "ratios divide by, for a script that runs another engine between ork's runs");
   add_load_flags(app, o->mmap);
   add_cache_type_flags(app);
   return [o] { return bench(*o); };

@@ -1,8 +1,11 @@
 // ork pack: convert a GGUF into an orkpack under a bit budget.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+
+#include <fmt/format.h>
 
 #include "core/escape.h"
 #include "core/output_file.h"
@@ -12,6 +15,8 @@
 #include "model/model.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/imatrix_collect.h"
+#include "model/self_calibration.h"
+#include "builtin_calibration.h"
 #include "quant/carry.h"
 #include "quant/imatrix.h"
 #include "quant/packer.h"
@@ -19,6 +24,12 @@
 
 namespace ork::cli {
 namespace {
+
+// Windows of the built-in text calibrated on by default: 16,384 tokens.
+// Fewer leave each expert of an MoE too few tokens for GPTQ's covariances:
+// sotu-moe packed to KLD 0.0085 on 16 windows and 0.0088 on 64 (worse than
+// uncalibrated, 0.0084), 0.0053 on 128 (docs/QUALITY.md section 4).
+constexpr int kBuiltinWindows = 128;
 
 struct PackCliOptions {
   std::string input, output;
@@ -29,8 +40,10 @@ struct PackCliOptions {
   std::string uniform;
   bool no_rotate = false;
   bool no_gptq = false;
+  bool no_calibrate = false;
+  bool calib_self = false;
   int calib_ctx = 128;
-  int calib_chunks = 64;
+  int calib_chunks = 0;  // 0: 64 windows of a --calib text, kBuiltinWindows of the built-in one, 16 self-written
   int threads = 0;
   std::string npu;
 };
@@ -45,6 +58,77 @@ Status check_before_work(const PackCliOptions& c, const std::string& map_path) {
   // The packer reads tensors by name; the model's own load checks that they
   // are the ones its metadata describes (shapes, block count).
   return Model::load(c.input).status();
+}
+
+bool quantized_input(const std::string& path) {
+  auto source = GgufFile::open(path);
+  return source.is_ok() && quantized_source(*source);
+}
+
+// The text calibration runs on, as tokens: a file (--calib), the built-in
+// text (the default) or the model's own writing (--calib-self).
+struct CalibrationText {
+  std::vector<int32_t> ids;
+  int bos = -1;
+  std::string source;  // recorded in the pack's metadata
+};
+
+Result<CalibrationText> calibration_text(const PackCliOptions& c, const Model& model, int n_ctx) {
+  CalibrationText t;
+  if (c.calib_self) {
+    const int windows = c.calib_chunks > 0 ? c.calib_chunks : 16;
+    std::fprintf(stderr, "ork: calibrating on %d x %d tokens the model writes itself\n", windows, n_ctx);
+    ORK_ASSIGN_OR_RETURN(SelfCalibration own,
+                         generate_calibration(model, windows, n_ctx, /*seed=*/1,
+                                              [](int done, int total) { progress_bar("generate", done, total); }));
+    t.ids = std::move(own.tokens);
+    t.bos = own.start;
+    t.source = fmt::format("self-generated ({} x {} tokens)", windows, n_ctx);
+    return t;
+  }
+  const bool builtin = c.calib.empty();
+  const int windows = c.calib_chunks > 0 ? c.calib_chunks : builtin ? kBuiltinWindows : 64;
+  const size_t n = static_cast<size_t>(n_ctx) * static_cast<size_t>(windows);
+  ORK_ASSIGN_OR_RETURN(TokenStream tokens, builtin ? tokenize_text(model, std::string(builtin_calibration_text()), n)
+                                                   : tokenize_file(model, c.calib, n));
+  t.source = builtin ? kBuiltinCalibrationName : c.calib;
+  std::fprintf(stderr, "ork: collecting an importance matrix from %zu tokens of %s%s\n", tokens.ids.size(),
+               t.source.c_str(), builtin ? " (--calib FILE: your text; --no-calibrate: none)" : "");
+  t.ids = std::move(tokens.ids);
+  t.bos = tokens.bos;
+  return t;
+}
+
+// The importance matrix the plan and GPTQ use: --imatrix's, else one
+// collected on calibration text - for a float source even when none is
+// named (the built-in text), unless --no-calibrate. A quantized source's
+// blocks are carried, so it is calibrated only when asked.
+Result<std::optional<ImportanceMatrix>> importance(const PackCliOptions& c, PackOptions& o) {
+  if (!c.imatrix.empty()) {
+    ORK_ASSIGN_OR_RETURN(ImportanceMatrix m, ImportanceMatrix::load(c.imatrix));
+    o.calibration_source = c.imatrix;
+    return std::optional<ImportanceMatrix>(std::move(m));
+  }
+  const bool asked = !c.calib.empty() || c.calib_self;
+  if (!asked && (c.no_calibrate || quantized_input(c.input))) return std::optional<ImportanceMatrix>();
+  ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(c.input));
+  const int n_ctx = std::min(c.calib_ctx, model->config().n_ctx_train);
+  auto text = calibration_text(c, *model, n_ctx);
+  auto m = text.is_ok() ? collect_importance(*model, text->ids, n_ctx, o.rotation_seed, text->bos,
+                                             [](int done, int total) { progress_bar("imatrix", done, total); })
+                        : Result<ImportanceMatrix>(text.status());
+  if (!m.is_ok()) {
+    if (!asked && m.status().code() == StatusCode::kNumerical) {
+      // Weights that make the logits NaN: the packer names the tensor that
+      // holds them, which says more than the logits can.
+      std::fprintf(stderr, "ork: warning: calibration stopped (%s); packing uncalibrated\n",
+                   m.status().to_string().c_str());
+      return std::optional<ImportanceMatrix>();
+    }
+    return error(m.status().code(), "calibration: {} (--no-calibrate packs without it)", m.status().message());
+  }
+  o.calibration_source = text->source;
+  return std::optional<ImportanceMatrix>(std::move(m).value());
 }
 
 int pack(const PackCliOptions& c) {
@@ -99,25 +183,9 @@ int pack(const PackCliOptions& c) {
     o.budget_is_default = true;
   }
 
-  std::optional<ImportanceMatrix> imatrix;
-  if (!c.imatrix.empty()) {
-    auto m = ImportanceMatrix::load(c.imatrix);
-    if (!m.is_ok()) return fail(m.status().to_string());
-    imatrix = std::move(m).value();
-    o.calibration_source = c.imatrix;
-  } else if (!c.calib.empty()) {
-    auto model = Model::load(c.input);
-    if (!model.is_ok()) return fail(model.status().to_string());
-    auto tokens = tokenize_file(**model, c.calib, c.calib_ctx * c.calib_chunks);
-    if (!tokens.is_ok()) return fail(tokens.status().to_string());
-    std::fprintf(stderr, "ork: collecting an importance matrix from %zu tokens of %s\n", tokens->ids.size(), c.calib.c_str());
-    auto m = collect_importance(**model, tokens->ids, c.calib_ctx, o.rotation_seed, tokens->bos,
-                                       [](int done, int total) { progress_bar("imatrix", done, total); });
-    if (!m.is_ok()) return fail(m.status().to_string());
-    imatrix = std::move(m).value();
-    o.calibration_source = c.calib;
-  }
-  if (imatrix) o.imatrix = &*imatrix;
+  auto imatrix = importance(c, o);
+  if (!imatrix.is_ok()) return fail(imatrix.status().to_string());
+  if (*imatrix) o.imatrix = &**imatrix;
 
   const auto t0 = std::chrono::steady_clock::now();
   auto report = pack_model(o, [](int phase, size_t done, size_t total, const std::string&) {
@@ -161,14 +229,27 @@ Runner add_pack(CLI::App& app) {
                  "one keeps its own size, its Q4_K...IQ4_XS tensors carried unchanged)")
       ->check(number_in(0, 32, true));
   app.add_option("--budget", c->budget, "Budget: total tensor bytes")->check(number_in(1, 1e18));
-  app.add_option("--imatrix", c->imatrix, "Importance matrix from `ork imatrix`")->check(CLI::ExistingFile);
-  app.add_option("--calib", c->calib, "Calibration text: collect an importance matrix first")->check(CLI::ExistingFile);
+  auto* imatrix = app.add_option("--imatrix", c->imatrix, "Importance matrix from `ork imatrix`")->check(CLI::ExistingFile);
+  auto* calib = app.add_option("--calib", c->calib, "Calibration text: collect an importance matrix first")
+                    ->check(CLI::ExistingFile);
   app.add_option("--calib-ctx", c->calib_ctx, "Calibration window in tokens")
       ->capture_default_str()
       ->check(CLI::Range(2, 1 << 20));
-  app.add_option("--calib-chunks", c->calib_chunks, "Calibration windows")
-      ->capture_default_str()
+  app.add_option("--calib-chunks", c->calib_chunks,
+                 "Calibration windows (default: 64 of a --calib text, 128 of the built-in one, 16 with --calib-self)")
       ->check(CLI::Range(1, 1 << 30));
+  auto* self = app.add_flag("--calib-self", c->calib_self,
+                            "Calibrate on text the model writes itself (sampled at temperature 1.3): for a model "
+                            "whose language the built-in English text does not fit")
+                   ->excludes(calib)
+                   ->excludes(imatrix);
+  app.add_flag("--no-calibrate", c->no_calibrate,
+               "Pack uncalibrated. Default without --imatrix/--calib: an importance matrix is collected on the "
+               "built-in calibration text (public-domain English prose, data/calibration/) for an F32/F16/BF16 "
+               "source; a quantized source's blocks are carried and it is not calibrated")
+      ->excludes(calib)
+      ->excludes(imatrix)
+      ->excludes(self);
   app.add_option("--tier", c->rules, "Rule 'regex=tier' fixing matching tensors (repeatable; later rules win)");
   app.add_option("--tiers", c->tiers_file, "Tier map file ('tensor = tier' lines), wins over rules")->check(CLI::ExistingFile);
   app.add_option("--uniform", c->uniform, "Every matrix at one tier: " + tier_names());

@@ -15,6 +15,10 @@ Result<TokenStream> tokenize_file(const Model& model, const std::string& path, s
   std::ifstream in(path, std::ios::binary);
   if (!in) return error(StatusCode::kIo, "{}: cannot read", path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return tokenize_text(model, std::move(text), max_tokens);
+}
+
+Result<TokenStream> tokenize_text(const Model& model, std::string text, size_t max_tokens) {
   ORK_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::from_gguf(model.gguf()));
   TokenStream out;
   const auto chars = unicode::split_chars(text);

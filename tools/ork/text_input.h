@@ -22,6 +22,8 @@ struct TokenStream {
 // byte-fallback tokens cannot spell every character: those characters are
 // deleted first and counted, as llama.cpp's reference figures did by hand.
 Result<TokenStream> tokenize_file(const Model& model, const std::string& path, size_t max_tokens = 0);
+// The same for a text in memory.
+Result<TokenStream> tokenize_text(const Model& model, std::string text, size_t max_tokens = 0);
 
 // "label [#####     ] 12/40" on stderr, redrawn in place on a terminal,
 // printed at 10 % steps otherwise.
