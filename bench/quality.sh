@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Measures the tables of docs/QUALITY.md: for a model, every uniform tier with
 # and without rotation, and planned mixes at 4.25 / 4.5 / 5.0 bpw (with an
-# importance matrix from corpus/sotu-calibration.txt, or self-calibrated:
-# the text the model writes itself, ork pack's default), each against the f32
+# importance matrix from corpus/sotu-calibration.txt, or the built-in
+# calibration text, ork pack's default), each against the f32
 # model: PPL, mean KLD, top-1 agreement, RMS delta-p, on context 128.
 # Usage: bench/quality.sh MODEL.gguf TEXT OUT_DIR   (prints markdown rows)
 #        ROWS=uniform|planned|all (default all) selects the rows.
@@ -44,5 +44,5 @@ if [ "$ROWS" != uniform ]; then
   done
   row "planned 4.5 bpw, imatrix, no GPTQ" --bpw 4.5 --imatrix "$OUT/$name.imatrix" --no-gptq
   row "planned 4.5 bpw, no imatrix" --bpw 4.5 --no-calibrate
-  row "planned 4.5 bpw, self-calibrated (ork pack's default)" --bpw 4.5
+  row "planned 4.5 bpw, built-in calibration text (ork pack's default)" --bpw 4.5
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures docs/QUALITY.md section 4: sotu-moe (qwen3moe, 8 experts, top-2)
-# packed by ork's plan (uncalibrated, calibrated on the shared text, and
-# self-calibrated - ork pack's default) and uniform i4
+# packed by ork's plan (uncalibrated, calibrated on the shared text, and on
+# the built-in text - ork pack's default) and uniform i4
 # / i8, each on the fast path and the reference kernels, against the f32
 # model's own fast-path scores on the shared wikitext slice (context 128).
 # Usage: bench/quality_sotu.sh OUT_DIR   (prints markdown rows)
@@ -28,7 +28,7 @@ pack() {  # file, pack flags...
 }
 pack "$OUT/plan.orkpack" --no-calibrate
 pack "$OUT/plan-imatrix.orkpack" --imatrix "$OUT/sotu.imatrix"
-pack "$OUT/plan-self.orkpack"
+pack "$OUT/plan-default.orkpack"
 pack "$OUT/i4.orkpack" --uniform i4 --no-calibrate
 pack "$OUT/i8.orkpack" --uniform i8 --no-calibrate
 grep -o 'PPL *[0-9.]*' "$OUT/f32.txt" | sed 's/^/f32 fast path /'
@@ -37,7 +37,7 @@ echo "|---|---|---|---|---|"
 row "ork plan, 4.5 bpw, no calibration, fast path" "$OUT/plan.orkpack"
 row "the same, reference kernels" "$OUT/plan.orkpack" --ref-kernels
 row "ork plan, 4.5 bpw, imatrix + GPTQ from corpus/sotu-calibration.txt" "$OUT/plan-imatrix.orkpack"
-row "ork plan, 4.5 bpw, self-calibrated (ork pack's default), fast path" "$OUT/plan-self.orkpack"
+row "ork plan, 4.5 bpw, built-in calibration text (ork pack's default), fast path" "$OUT/plan-default.orkpack"
 row "ork uniform i4, fast path" "$OUT/i4.orkpack"
 row "the same, reference kernels" "$OUT/i4.orkpack" --ref-kernels
 row "ork uniform i8, fast path" "$OUT/i8.orkpack"

@@ -25,7 +25,9 @@ Result<ImportanceMatrix> collect_importance(const Model& model, const std::vecto
                                 tokens.begin() + static_cast<long>(c + 1) * n_ctx);
     if (bos >= 0) window[0] = bos;
     ctx.truncate(0);
-    ORK_RETURN_IF_ERROR(ctx.eval(window, logits));
+    // Every position's logits, so that the output matrix's input is seen
+    // on every token rather than one a window.
+    ORK_RETURN_IF_ERROR(ctx.eval(window, logits, /*all_logits=*/true));
     used += window.size();
     if (progress) progress(c + 1, n_chunks);
   }

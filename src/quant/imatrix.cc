@@ -49,12 +49,17 @@ void ImportanceAccumulator::add(const std::string& name, const float* x, int n, 
   a.count += static_cast<uint64_t>(n);
 }
 
+// Per input, the rows it saw, as metadata beside its tensors (a file
+// without them still reads: the count is then unknown, 0).
+constexpr char kCountPrefix[] = "imatrix.count.";
+
 ImportanceMatrix ImportanceAccumulator::finish(uint64_t tokens) const {
   ImportanceMatrix m;
   m.tokens_ = tokens;
   m.rotation_seed_ = rotation_seed_;
   for (const auto& [name, a] : sums_) {
     ImportanceVectors& v = m.entries_[name];
+    v.count = a.count;
     const double inv = a.count > 0 ? 1.0 / static_cast<double>(a.count) : 0.0;
     for (double s : a.raw) v.raw.push_back(static_cast<float>(s * inv));
     for (double s : a.rotated) v.rotated.push_back(static_cast<float>(s * inv));
@@ -70,6 +75,7 @@ Status ImportanceMatrix::save(const std::string& path, const std::string& source
   w.set("imatrix.rotation.seed", GgufValue::make_uint64(rotation_seed_));
   w.set("imatrix.source", GgufValue::make_string(source));
   for (const auto& [name, v] : entries_) {
+    w.set(kCountPrefix + name, GgufValue::make_uint64(v.count));
     ORK_RETURN_IF_ERROR(w.add_tensor(name + ".in_sq", GgmlType::kF32, {v.raw.size()}, float_bytes(v.raw)));
     ORK_RETURN_IF_ERROR(w.add_tensor(name + ".in_sq_rot", GgmlType::kF32, {v.rotated.size()}, float_bytes(v.rotated)));
     if (!v.cov.empty()) {
@@ -119,7 +125,8 @@ Result<ImportanceMatrix> ImportanceMatrix::parse(const GgufFile& g) {
     }
   }
   // The three views of one input must describe the same K.
-  for (const auto& [name, v] : m.entries_) {
+  for (auto& [name, v] : m.entries_) {
+    v.count = static_cast<uint64_t>(std::max<int64_t>(0, g.find_int(kCountPrefix + name).value_or(0)));
     const size_t k = v.raw.size();
     if (k == 0) return error(StatusCode::kCorrupt, "{}: entry '{}' has no '.in_sq' vector", path, escape_text(name));
     if (!v.rotated.empty() && v.rotated.size() != static_cast<size_t>(tier_stored_k(static_cast<int64_t>(k)))) {

@@ -22,6 +22,8 @@ struct ImportanceVectors {
   std::vector<float> rotated;  // k_stored values, in the rotated basis
   std::vector<float> cov;      // K x K second moments E[x x^T] (raw basis), for
                                // error-correcting rounding; empty when K > kMaxCovarianceK
+  uint64_t count = 0;          // rows that reached this input (an expert's: the tokens routed
+                               // to it); 0 in files written before it was recorded: unknown
 };
 
 // Inputs wider than this keep the diagonal only (a K x K matrix per input

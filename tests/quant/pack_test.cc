@@ -138,6 +138,9 @@ TEST(Pack, ImportanceMatrixRoundTripsAndSteersThePlan) {
   auto loaded = ImportanceMatrix::load(path);
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
   EXPECT_EQ(loaded->find("blk.1.ffn_down.weight")->raw, m->find("blk.1.ffn_down.weight")->raw);
+  // Every row reached the dense inputs; the count survives the file.
+  EXPECT_EQ(q->count, 256u);
+  EXPECT_EQ(loaded->find("blk.0.attn_q.weight")->count, 256u);
   PackOptions o;
   o.output = ::testing::TempDir() + "/im.orkpack";
   o.bpw = 4.5;
@@ -345,6 +348,61 @@ namespace {
 
 // A Mixture-of-Experts tensor packs as one matrix per expert, each with its
 // own tier: here the planner gives the expert with outlier columns more bits.
+// An expert's input is counted over the tokens routed to it: per layer the
+// experts' counts add up to the tokens times the experts each token uses.
+TEST(Pack, ImportanceCountsAnExpertsRoutedTokens) {
+  ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
+  auto model = Model::load(testing::testdata("models/sotu-moe-f32.gguf"));
+  ASSERT_TRUE(model.is_ok());
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 256; ++i) tokens.push_back(3 + (i * 7919) % 2000);
+  auto m = collect_importance(**model, tokens, 128, kDefaultRotationSeed, 1, nullptr);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  const ModelConfig& c = (*model)->config();
+  for (int layer = 0; layer < c.n_layer; ++layer) {
+    uint64_t sum = 0;
+    int seen = 0;
+    for (int e = 0; e < c.n_expert; ++e) {
+      const std::string name = "blk." + std::to_string(layer) + ".ffn_up_exps.weight.e" + std::to_string(e);
+      if (const ImportanceVectors* v = m->find(name)) {
+        sum += v->count;
+        ++seen;
+        EXPECT_LT(v->count, 256u) << name;
+      }
+    }
+    EXPECT_GT(seen, 1) << "layer " << layer;
+    EXPECT_EQ(sum, 256u * static_cast<uint64_t>(c.n_expert_used)) << "layer " << layer;
+  }
+  EXPECT_EQ(m->find("blk.0.attn_q.weight")->count, 256u);
+  // The output matrix sees every position, not one row a window.
+  EXPECT_EQ(m->find("output.weight")->count, 256u);
+}
+
+// Second moments from fewer rows than columns are not trusted:
+// calibrated on 64 tokens (tinystories656K's inputs are 128 and 384 wide)
+// the pack is the one without GPTQ, byte for byte; on 1,024 tokens the
+// 128-wide inputs get GPTQ and the pack differs.
+TEST(Pack, GptqNeedsACalibrationRowPerColumn) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto model = Model::load(testing::testdata(kModel));
+  ASSERT_TRUE(model.is_ok());
+  auto packed = [&](int n_tokens, bool gptq) {
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < n_tokens; ++i) tokens.push_back(3 + (i * 104729) % 2000);
+    auto m = collect_importance(**model, tokens, 64, kDefaultRotationSeed, 1, nullptr);
+    EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+    PackOptions o;
+    o.output = ::testing::TempDir() + "/gptq-" + std::to_string(n_tokens) + (gptq ? "" : "-off") + ".orkpack";
+    o.bpw = 4.5;
+    o.gptq = gptq;
+    o.imatrix = &*m;
+    pack(o);
+    return file_bytes(o.output);
+  };
+  EXPECT_TRUE(packed(64, true) == packed(64, false)) << "GPTQ ran on 64 rows of 128-wide inputs";
+  EXPECT_TRUE(packed(1024, true) != packed(1024, false)) << "GPTQ did not run on 1,024 rows";
+}
+
 TEST(Pack, ExpertsGetATierEach) {
   GgufWriter w;
   w.set("general.architecture", GgufValue::make_string("qwen3moe"));

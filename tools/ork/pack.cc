@@ -25,11 +25,11 @@
 namespace ork::cli {
 namespace {
 
-// Windows of the built-in text calibrated on by default: 16,384 tokens.
-// Fewer leave each expert of an MoE too few tokens for GPTQ's covariances:
-// sotu-moe packed to KLD 0.0085 on 16 windows and 0.0088 on 64 (worse than
-// uncalibrated, 0.0084), 0.0053 on 128 (docs/QUALITY.md section 4).
-constexpr int kBuiltinWindows = 128;
+// Windows of the built-in text calibrated on by default: 8,192 tokens.
+// docs/QUALITY.md section 9: sotu-moe packs to KLD 0.0050 / 0.0046 /
+// 0.0044 / 0.0043 on 16 / 32 / 64 / 128 windows, tinystories656K to 0.0758
+// / - / 0.0752 / 0.0726; the collection's time is linear in windows.
+constexpr int kBuiltinWindows = 64;
 
 struct PackCliOptions {
   std::string input, output;
@@ -236,7 +236,7 @@ Runner add_pack(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(2, 1 << 20));
   app.add_option("--calib-chunks", c->calib_chunks,
-                 "Calibration windows (default: 64 of a --calib text, 128 of the built-in one, 16 with --calib-self)")
+                 "Calibration windows (default: 64 of a --calib text or of the built-in one, 16 with --calib-self)")
       ->check(CLI::Range(1, 1 << 30));
   auto* self = app.add_flag("--calib-self", c->calib_self,
                             "Calibrate on text the model writes itself (sampled at temperature 1.3): for a model "
