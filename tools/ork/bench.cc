@@ -199,19 +199,28 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
   return 0;
 }
 
-// `--probe`: the read bandwidth alone, best of 5 passes over 1 GiB - the
-// limit every ratio divides by, for a script that runs a peer between
-// ork's repetitions (bench/compare.sh) and needs the probe beside it.
+// The probe reads 1 GiB, or an eighth of the memory left where that is
+// less (a model whose experts stay on disk, a memory cgroup): still far past
+// the caches, and it leaves the model its memory.
+size_t probe_bytes() {
+  const std::optional<uint64_t> left = available_memory_bytes();
+  return std::min<size_t>(size_t{1} << 30, left ? std::max<size_t>(size_t{64} << 20, *left / 8) : size_t{1} << 30);
+}
+
+// `--probe`: the read bandwidth alone, best of 5 passes - the limit every
+// ratio divides by, for a script that runs a peer between ork's
+// repetitions (bench/compare.sh) and needs the probe beside it.
 int probe_only(const BenchOptions& o, ThreadPool& pool) {
-  BandwidthProbe probe(pool, size_t{1} << 30);
-  if (!probe.ok()) return fail("cannot allocate the 1024 MiB the bandwidth probe reads");
+  const size_t bytes = probe_bytes();
+  BandwidthProbe probe(pool, bytes);
+  if (!probe.ok()) return fail(fmt::format("cannot allocate the {} MiB the bandwidth probe reads", bytes >> 20));
   const double gbps = probe.measure(5);
   if (o.json) {
     std::printf("{\"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f}}\n",
                 cpu_name().c_str(), pool.size(), cpu::current_target(), gbps);
   } else {
-    std::printf("read bandwidth %.2f GB/s (%s, %d threads, best of 5 reads of 1 GiB)\n", gbps, cpu_name().c_str(),
-                pool.size());
+    std::printf("read bandwidth %.2f GB/s (%s, %d threads, best of 5 reads of %zu MiB)\n", gbps, cpu_name().c_str(),
+                pool.size(), bytes >> 20);
   }
   return 0;
 }
@@ -240,16 +249,11 @@ int bench(BenchOptions& o) {
   if (Status st = check_context(*model, n_ctx, n_batch); !st.is_ok()) return fail(st.to_string());
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> tok(3, c.n_vocab - 1);
-  // The probe reads 1 GiB, or an eighth of the memory left where that is
-  // less (a model whose experts stay on disk, a memory cgroup): still far
-  // past the caches, and it leaves the model its memory.
   const ExpertCache* cache = model->expert_cache();
-  const std::optional<uint64_t> left = available_memory_bytes();
-  const size_t probe_bytes =
-      std::min<size_t>(size_t{1} << 30, left ? std::max<size_t>(size_t{64} << 20, *left / 8) : size_t{1} << 30);
   std::fprintf(stderr, "ork: measuring read bandwidth (%d threads)...\n", pool.size());
-  BandwidthProbe probe(pool, probe_bytes);
-  if (!probe.ok()) return fail(fmt::format("cannot allocate the {} MiB the bandwidth probe reads", probe_bytes >> 20));
+  const size_t bytes = probe_bytes();
+  BandwidthProbe probe(pool, bytes);
+  if (!probe.ok()) return fail(fmt::format("cannot allocate the {} MiB the bandwidth probe reads", bytes >> 20));
   ExpertCacheStats decode_cache;  // summed over the repetitions' decodes
   std::vector<double> bws = {probe.measure(5)};
   NpuCli& npu_cli = o.npu;

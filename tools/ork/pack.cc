@@ -103,14 +103,14 @@ Result<CalibrationText> calibration_text(const PackCliOptions& c, const Model& m
 // collected on calibration text - for a float source even when none is
 // named (the built-in text), unless --no-calibrate. A quantized source's
 // blocks are carried, so it is calibrated only when asked.
-Result<std::optional<ImportanceMatrix>> importance(const PackCliOptions& c, PackOptions& o) {
+Result<std::optional<ImportanceMatrix>> importance(const PackCliOptions& c, bool quantized, PackOptions& o) {
   if (!c.imatrix.empty()) {
     ORK_ASSIGN_OR_RETURN(ImportanceMatrix m, ImportanceMatrix::load(c.imatrix));
     o.calibration_source = c.imatrix;
     return std::optional<ImportanceMatrix>(std::move(m));
   }
   const bool asked = !c.calib.empty() || c.calib_self;
-  if (!asked && (c.no_calibrate || quantized_input(c.input))) return std::optional<ImportanceMatrix>();
+  if (!asked && (c.no_calibrate || quantized)) return std::optional<ImportanceMatrix>();
   ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(c.input));
   const int n_ctx = std::min(c.calib_ctx, model->config().n_ctx_train);
   auto text = calibration_text(c, *model, n_ctx);
@@ -170,12 +170,11 @@ int pack(const PackCliOptions& c) {
     if (!map.is_ok()) return fail(map.status().message());
     o.tier_map = std::move(map).value();
   }
+  const bool quantized = quantized_input(c.input);
   if (!o.bpw && !o.budget && o.rules.empty() && o.tier_map.empty()) {
     // A quantized source keeps its size: its K-quants are carried and the
     // rest share what their own bytes were. A float one gets 4.5 bpw.
-    auto source = GgufFile::open(c.input);
-    if (!source.is_ok()) return fail(source.status().to_string());
-    if (quantized_source(*source)) {
+    if (quantized) {
       o.source_budget = true;
     } else {
       o.bpw = 4.5;
@@ -183,7 +182,7 @@ int pack(const PackCliOptions& c) {
     o.budget_is_default = true;
   }
 
-  auto imatrix = importance(c, o);
+  auto imatrix = importance(c, quantized, o);
   if (!imatrix.is_ok()) return fail(imatrix.status().to_string());
   if (*imatrix) o.imatrix = &**imatrix;
 
