@@ -96,16 +96,28 @@ Status Dispatcher::matmul(const WeightView& w, const float* x, int n, float* y) 
   if (n == 1) {
     const double cpu_us = overlay_.enabled() ? overlay_.cpu_us(w, job.i8s_high_only) : 0.0;
     int idx = -1;
+    FencePtr f;
     if (overlay_candidate(w, n)) {
       if (overlay_.npu_free(1) && overlay_.worth(w, cpu_us)) {
-        ORK_ASSIGN_OR_RETURN(idx, overlay_.open(w, x, y, cpu_us));
+        // Opened once the CPU has quantized the input, on the same codes.
+        Status opened;
+        const MatmulJob one[1] = {job};
+        ORK_ASSIGN_OR_RETURN(f, cpu_->submit(MatmulBatch{one, 0, nullptr, [&](int, const QuantizedToken* xq) {
+                                                            Result<int> r = overlay_.open(w, x, y, cpu_us, xq);
+                                                            if (r.is_ok()) idx = *r;
+                                                            else opened = r.status();
+                                                          }}));
+        ORK_RETURN_IF_ERROR(Engine::wait(f));
+        ORK_RETURN_IF_ERROR(opened);
       } else {
         ++stats_.overlay_skipped;
       }
     }
     ++stats_.decode[static_cast<size_t>(idx >= 0 ? Route::kOverlay : Route::kCpu)];
-    ORK_ASSIGN_OR_RETURN(FencePtr f, cpu_->submit(job));
-    ORK_RETURN_IF_ERROR(Engine::wait(f));
+    if (f == nullptr) {
+      ORK_ASSIGN_OR_RETURN(f, cpu_->submit(job));
+      ORK_RETURN_IF_ERROR(Engine::wait(f));
+    }
     const Status resolved = overlay_.resolve(idx);
     overlay_.finish(cpu_us);
     overlay_.add_counts(stats_);
@@ -192,16 +204,32 @@ Status Dispatcher::matmul_shared(std::span<const Output> outs, const float* x, i
     stats_.overlay_skipped += static_cast<uint64_t>(candidates);
     candidates = 0;
   }
+  // Each is opened once the CPU has quantized its input, on the same codes.
+  std::vector<double>& cpu_us_by = overlay_cpu_us_;
+  cpu_us_by.assign(outs.size(), 0.0);
+  std::vector<char>& open_it = overlay_open_;
+  open_it.assign(outs.size(), 0);
   for (size_t i = 0; i < outs.size(); ++i) {
     cpu_us += overlay_.enabled() ? overlay_.cpu_us(*outs[i].w, jobs[i].i8s_high_only) : 0.0;
+    cpu_us_by[i] = cpu_us;
     if (candidates > 0 && overlay_candidate(*outs[i].w, n)) {
       if (overlay_.worth(*outs[i].w, cpu_us)) {
-        ORK_ASSIGN_OR_RETURN(idx[i], overlay_.open(*outs[i].w, x, outs[i].y, cpu_us));
+        open_it[i] = 1;
       } else {
         ++stats_.overlay_skipped;
       }
     }
-    ++stats_.decode[static_cast<size_t>(idx[i] >= 0 ? Route::kOverlay : Route::kCpu)];
+  }
+  Status open_error;
+  std::function<void(int, const QuantizedToken*)> input_ready;
+  if (std::find(open_it.begin(), open_it.end(), 1) != open_it.end()) {
+    input_ready = [&](int i, const QuantizedToken* xq) {
+      const auto u = static_cast<size_t>(i);
+      if (!open_it[u] || !open_error.is_ok()) return;
+      Result<int> r = overlay_.open(*outs[u].w, x, outs[u].y, cpu_us_by[u], xq);
+      if (r.is_ok()) idx[u] = *r;
+      else open_error = r.status();
+    };
   }
   // resolve(i) before the caller's follow-up of output i, on the thread
   // that finished it; the first device error is kept for the caller.
@@ -217,8 +245,12 @@ Status Dispatcher::matmul_shared(std::span<const Output> outs, const float* x, i
       if (done) done(i);
     };
   }
-  ORK_ASSIGN_OR_RETURN(FencePtr f, cpu_->submit(MatmulBatch{jobs, 1, group_done}));
+  ORK_ASSIGN_OR_RETURN(FencePtr f, cpu_->submit(MatmulBatch{jobs, 1, group_done, input_ready}));
   ORK_RETURN_IF_ERROR(Engine::wait(f));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    ++stats_.decode[static_cast<size_t>(idx[i] >= 0 ? Route::kOverlay : Route::kCpu)];
+  }
+  ORK_RETURN_IF_ERROR(open_error);
   overlay_.finish(cpu_us);
   overlay_.add_counts(stats_);
   return failed ? first_error : Status::ok();
@@ -290,16 +322,17 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
   // An overlay job is opened only where it is predicted in time; into the
   // CPU's rows `y` when they are known (a hit's rows copied once, by the
   // fence), else into the overlay's own (copied over the CPU's on a hit).
-  auto open_if_worth = [&](const WeightView& w, const float* in, float* y, int* idx) -> Status {
+  auto open_if_worth = [&](const WeightView& w, const float* in, float* y, int* idx,
+                           const QuantizedToken* xq = nullptr) -> Status {
     if (!overlay_candidate(w, 1)) return Status::ok();
     if (!overlay_.worth(w, cpu_us)) {
       ++stats_.overlay_skipped;
       return Status::ok();
     }
     if (y != nullptr) {
-      ORK_ASSIGN_OR_RETURN(*idx, overlay_.open(w, in, y, cpu_us));
+      ORK_ASSIGN_OR_RETURN(*idx, overlay_.open(w, in, y, cpu_us, xq));
     } else {
-      ORK_ASSIGN_OR_RETURN(*idx, overlay_.open_deferred(w, in, cpu_us));
+      ORK_ASSIGN_OR_RETURN(*idx, overlay_.open_deferred(w, in, cpu_us, xq));
     }
     return Status::ok();
   };
@@ -321,19 +354,20 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
       keep(overlay_.resolve_into(gate_idx[static_cast<size_t>(p)], gate));
       keep(overlay_.resolve_into(up_idx[static_cast<size_t>(p)], up));
     };
-    job.after_gate_up = [&](const float* down_inputs, float* down_outputs) {
+    job.after_gate_up = [&](const float* down_inputs, const QuantizedToken* down_quantized, float* down_outputs) {
       if (call.after_gate_up) call.after_gate_up();
       overlay_.set_cpu_elapsed(cpu_us);  // the downs start after every gate and up
       for (int p = 0; p < k; ++p) {
         const size_t e = expert_at(p);
+        const auto u = static_cast<size_t>(p);
         cpu_us += cpu_time(call.down[e]);
-        keep(open_if_worth(call.down[e], down_inputs + static_cast<size_t>(p) * call.n_ff,
-                           down_outputs + static_cast<size_t>(p) * call.n_embd, &down_idx[static_cast<size_t>(p)]));
+        keep(open_if_worth(call.down[e], down_inputs + u * call.n_ff, down_outputs + u * call.n_embd, &down_idx[u],
+                           &down_quantized[u]));
       }
     };
     job.before_sum = [&](int p, float*) { keep(overlay_.resolve(down_idx[static_cast<size_t>(p)])); };
   } else {
-    if (call.after_gate_up) job.after_gate_up = [&](const float*, float*) { call.after_gate_up(); };
+    if (call.after_gate_up) job.after_gate_up = [&](const float*, const QuantizedToken*, float*) { call.after_gate_up(); };
     for (int p = 0; p < k; ++p) {
       const size_t e = expert_at(p);
       cpu_us += cpu_time(call.gate[e]) + cpu_time(call.up[e]) + cpu_time(call.down[e]);

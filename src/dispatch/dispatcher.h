@@ -119,6 +119,8 @@ class Dispatcher {
   DispatchStats stats_;
   std::vector<MatmulJob> jobs_;
   std::vector<int> overlay_idx_;
+  std::vector<double> overlay_cpu_us_;  // matmul_shared: the CPU's modeled work up to each output
+  std::vector<char> overlay_open_;      // matmul_shared: whether each output's job is opened
 };
 
 }  // namespace ork

@@ -47,12 +47,13 @@ bool Overlay::worth(const WeightView& w, double cpu_us_before) const {
 
 bool Overlay::measuring() const { return options_.clock != OverlayClock::kWall; }
 
-Result<int> Overlay::open_deferred(const WeightView& w, const float* x, double cpu_us_before) {
+Result<int> Overlay::open_deferred(const WeightView& w, const float* x, double cpu_us_before,
+                                   const QuantizedToken* xq) {
   const size_t i = jobs_.size();
   if (buffers_.size() <= i) buffers_.resize(i + 1);
   buffers_[i].resize(static_cast<size_t>(w.rows));
   opening_deferred_ = true;
-  Result<int> opened = open(w, x, buffers_[i].data(), cpu_us_before);
+  Result<int> opened = open(w, x, buffers_[i].data(), cpu_us_before, xq);
   opening_deferred_ = false;
   ORK_ASSIGN_OR_RETURN(const int idx, std::move(opened));
   jobs_[static_cast<size_t>(idx)].buffer = &buffers_[i];
@@ -75,12 +76,13 @@ void Overlay::take(const std::vector<float>& rows, float* dst) {
   std::copy(rows.begin(), rows.end(), dst);
 }
 
-Result<int> Overlay::open(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before) {
+Result<int> Overlay::open(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before,
+                          const QuantizedToken* xq) {
   // The measurement clocks drain every job, hit or miss: the device writes
   // to the overlay's own rows, copied over the CPU's only on a hit. So does
   // a device that only keeps time, whose rows are never taken.
   if ((measuring() || !npu_->results_valid()) && !opening_deferred_) {
-    ORK_ASSIGN_OR_RETURN(const int idx, open_deferred(w, x, cpu_us_before));
+    ORK_ASSIGN_OR_RETURN(const int idx, open_deferred(w, x, cpu_us_before, xq));
     jobs_[static_cast<size_t>(idx)].cpu_y = cpu_y;
     return idx;
   }
@@ -88,6 +90,7 @@ Result<int> Overlay::open(const WeightView& w, const float* x, float* cpu_y, dou
   job.op = MatmulOp::of(w, 1);
   job.w = w;
   job.x = x;
+  job.xq = xq;
   job.y = cpu_y;  // written only if the fence is waited on: a hit
   job.ldy = w.rows;
   ORK_ASSIGN_OR_RETURN(FencePtr fence, npu_->submit(job));

@@ -34,13 +34,17 @@ class Overlay {
 
   // Starts the NPU's W8A8 job for w over x (1 token, raw), whose CPU result
   // goes to cpu_y. `cpu_us_before` is the CPU's modeled work from now until
-  // this result is complete (the virtual clock). Returns the job's index,
+  // this result is complete (the virtual clock). `xq`, when given, is x as
+  // the CPU quantized it in w's basis: the device reads those codes, and
+  // the host does not rotate and quantize x again. Returns the job's index,
   // or -1 if it was not started (a submission error is returned).
-  Result<int> open(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before);
+  Result<int> open(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before,
+                   const QuantizedToken* xq = nullptr);
   // The same when the CPU's rows are known only when they are consumed
   // (an engine's own buffers): the NPU writes to the overlay's buffer, and
   // resolve_into copies it over them on a hit.
-  Result<int> open_deferred(const WeightView& w, const float* x, double cpu_us_before);
+  Result<int> open_deferred(const WeightView& w, const float* x, double cpu_us_before,
+                            const QuantizedToken* xq = nullptr);
   // The consumer needs job i's output: the NPU's replaces the CPU's when it
   // is ready. A device error surfaces here. i < 0: nothing to do.
   Status resolve(int i);

@@ -46,6 +46,18 @@ struct Support {
   static Support no(std::string reason) { return {false, std::move(reason)}; }
 };
 
+// One token's input brought into a weight's stored basis and quantized to
+// int8 as the integer datapaths read it (pad_rotate_quantize: k codes, the
+// token's scale and the sum of its codes). An engine that has made it
+// hands it on, so that another engine computing the same rows from the
+// same input need not rotate and quantize it again.
+struct QuantizedToken {
+  const int8_t* codes = nullptr;
+  float scale = 0;
+  int32_t sum = 0;
+  int64_t k = 0;  // the stored K the codes are in
+};
+
 // The buffers of one matmul. `x` is m tokens: each `w.cols` floats as the
 // model made them (row stride x_stride, default cols), which the engine
 // pads and rotates into the weight's stored basis - or, when `x_in_basis`,
@@ -65,6 +77,10 @@ struct MatmulJob {
   // Read only the high plane of an i8s weight: int4 bytes, speed and
   // accuracy (the CPU's share of an overlay).
   bool i8s_high_only = false;
+  // Optional, one token: x already quantized in w's stored basis (k ==
+  // w.k()). An engine may read these codes instead of quantizing x itself -
+  // the same codes it would make; x stays valid. Must outlive the job.
+  const QuantizedToken* xq = nullptr;
   int64_t rows_end() const { return row_end < 0 ? w.rows : row_end; }
 };
 
@@ -74,11 +90,16 @@ struct MatmulJob {
 // engine calls group_done(group) - on any of its threads, once per group,
 // with the group's rows visible - so the caller's follow-up work can run
 // while the rest is computed. The callback must touch only its group's
-// outputs.
+// outputs. For one token, input_ready(job, xq) is called on the submitting
+// thread for every job before any of its rows is computed, with the
+// input the engine made for it (xq, valid during the call), or null when it
+// quantized none: the caller may start another engine on the same input
+// meanwhile.
 struct MatmulBatch {
   std::span<const MatmulJob> jobs;
   int group_size = 0;
   std::function<void(int group)> group_done;
+  std::function<void(int job, const QuantizedToken* xq)> input_ready;
 };
 
 // Completion of a submitted job. Shared between the engine and the caller;

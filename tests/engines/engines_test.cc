@@ -10,6 +10,7 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "engines/activations.h"
 #include "engines/cpu/cpu_engine.h"
 #include "engines/npu/npu_engine.h"
 #include "kernels/ref/quant_matmul.h"
@@ -289,6 +290,129 @@ TEST(Vnpu, PacedFencesWaitForTheModeledTime) {
   EXPECT_GE(ms, 60.0);
   EXPECT_GE(e->stats().modeled_device_us, 65000.0);
   EXPECT_EQ(y, reference(w, x, 8, false));
+}
+
+// One token through the CPU's decode loop: input_ready hands on each job's
+// input as the CPU quantized it (padded, rotated, int8), before any row is
+// computed; an engine without such a loop says it made none.
+TEST(Engines, InputReadyHandsOnTheCpusCodesBeforeTheRows) {
+  const Weight a = make_weight(Tier::kI8s, 40, 100, 21), b = make_weight(Tier::kI4, 24, 100, 22);
+  std::vector<WeightView> views = {a.weight(), b.weight()};
+  for (WeightView& v : views) {
+    v.rotation_block = 32;
+    v.rotation_seed = 5;
+  }
+  const std::vector<float> x = make_acts(1, 100, 100, 23);
+  std::vector<std::vector<float>> y(2);
+  std::vector<MatmulJob> jobs(2);
+  for (size_t i = 0; i < 2; ++i) {
+    y[i].assign(static_cast<size_t>(views[i].rows), -1.0f);
+    jobs[i].op = MatmulOp::of(views[i], 1);
+    jobs[i].w = views[i];
+    jobs[i].x = x.data();
+    jobs[i].y = y[i].data();
+    jobs[i].ldy = views[i].rows;
+  }
+  // What the codes must be: pad_rotate_quantize of x in the weights' basis.
+  RotationSigns signs;
+  std::vector<float> f32(static_cast<size_t>(a.k));
+  std::vector<int8_t> want(static_cast<size_t>(a.k));
+  float want_scale = 0;
+  int32_t want_sum = 0;
+  pad_rotate_quantize(x.data(), 1, 100, a.k, 32, signs.get(a.k, 5), f32.data(), want.data(), &want_scale, &want_sum);
+  CpuEngine fast(CpuEngine::Kernels::kFast), slow(CpuEngine::Kernels::kReference);
+  for (CpuEngine* e : {&fast, &slow}) {
+    std::vector<int> seen;
+    bool rows_untouched = true;
+    auto ready = [&](int i, const QuantizedToken* xq) {
+      seen.push_back(i);
+      rows_untouched = rows_untouched && y[static_cast<size_t>(i)][0] == -1.0f;
+      if (e == &slow) {
+        EXPECT_EQ(xq, nullptr);
+        return;
+      }
+      ASSERT_NE(xq, nullptr);
+      EXPECT_EQ(xq->k, a.k);
+      EXPECT_EQ(std::vector<int8_t>(xq->codes, xq->codes + xq->k), want) << "job " << i;
+      EXPECT_EQ(xq->scale, want_scale);
+      EXPECT_EQ(xq->sum, want_sum);
+    };
+    for (auto& r : y) r.assign(r.size(), -1.0f);
+    auto fence = e->submit(MatmulBatch{jobs, 0, nullptr, ready});
+    ASSERT_TRUE(fence.is_ok());
+    ASSERT_TRUE(Engine::wait(*fence).is_ok());
+    EXPECT_EQ(seen, (std::vector<int>{0, 1})) << e->name();
+    EXPECT_TRUE(rows_untouched) << e->name();
+    EXPECT_NE(y[1][0], -1.0f) << e->name();
+  }
+}
+
+// The NPU reads codes handed to it exactly as it reads the codes it makes;
+// codes in another basis (another K) are not read.
+TEST(Vnpu, ReadsCodesHandedToItAsItsOwn) {
+  const Weight w = make_weight(Tier::kI8s, 70, 100, 31);
+  WeightView view = w.weight();
+  view.rotation_block = 32;
+  view.rotation_seed = 9;
+  const std::vector<float> x = make_acts(1, 100, 100, 32);
+  RotationSigns signs;
+  std::vector<float> f32(static_cast<size_t>(w.k));
+  std::vector<int8_t> codes(static_cast<size_t>(w.k));
+  QuantizedToken xq;
+  pad_rotate_quantize(x.data(), 1, 100, w.k, 32, signs.get(w.k, 9), f32.data(), codes.data(), &xq.scale, &xq.sum);
+  xq.codes = codes.data();
+  xq.k = w.k;
+  auto e = NpuEngine::create(vnpu_options(2)).value();
+  auto run_with = [&](const QuantizedToken* q) {
+    std::vector<float> y(static_cast<size_t>(w.rows), -1.0f);
+    MatmulJob job;
+    job.op = MatmulOp::of(view, 1);
+    job.w = view;
+    job.x = x.data();
+    job.xq = q;
+    job.y = y.data();
+    job.ldy = w.rows;
+    auto fence = e->submit(job);
+    EXPECT_TRUE(fence.is_ok());
+    EXPECT_TRUE(Engine::wait(*fence).is_ok());
+    return y;
+  };
+  const std::vector<float> own = run_with(nullptr);
+  EXPECT_EQ(run_with(&xq), own);
+  // Read: other codes, another result.
+  std::vector<int8_t> other(codes.size(), 1);
+  QuantizedToken wrong = xq;
+  wrong.codes = other.data();
+  EXPECT_NE(run_with(&wrong), own);
+  // Another basis: not read.
+  wrong.k = w.k + 32;
+  EXPECT_EQ(run_with(&wrong), own);
+}
+
+// A decode step submits dozens of jobs: a finished job's state is made
+// over for the next, but only when nothing else (a fence) still holds it.
+TEST(Vnpu, AJobsStateIsMadeOverOnlyWhenNothingHoldsIt) {
+  VnpuOptions o = vnpu_options(1);
+  o.compute = false;
+  auto e = NpuEngine::create(o).value();
+  auto p = e->program({Tier::kI8, 1, 64, 64});
+  ASSERT_TRUE(p.is_ok());
+  const uint8_t weights[1] = {0};
+  npu::DeviceJob dj;
+  dj.p = *p;
+  dj.w0 = weights;
+  std::shared_ptr<npu::JobState> first = e->device().submit(dj);
+  std::shared_ptr<npu::JobState> held = first;  // as a live fence holds it
+  const npu::JobState* first_state = first.get();
+  std::shared_ptr<npu::JobState> second = e->device().submit(dj, std::move(first));
+  EXPECT_NE(second.get(), first_state);
+  EXPECT_EQ(held.get(), first_state);
+  const npu::JobState* second_state = second.get();
+  const uint64_t second_id = second->job.id;
+  std::shared_ptr<npu::JobState> third = e->device().submit(dj, std::move(second));
+  EXPECT_EQ(third.get(), second_state);
+  EXPECT_GT(third->job.id, second_id);
+  EXPECT_TRUE(e->device().wait(*third).is_ok());
 }
 
 TEST(Vnpu, WeightsBeyondTheWindowAreMappedOnDemand) {

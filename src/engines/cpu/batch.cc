@@ -99,6 +99,13 @@ Result<FencePtr> CpuEngine::submit(const MatmulBatch& batch) {
   for (const MatmulJob& j : batch.jobs) {
     jobs_.push_back({quant_weights(j.w.tier_tensor(), j.i8s_high_only), &quantize_input(j.w, j.x, shared_in_), j.y});
   }
+  if (batch.input_ready) {
+    for (size_t i = 0; i < jobs_.size(); ++i) {
+      const QuantInput& in = *jobs_[i].in;
+      const QuantizedToken xq{in.codes.data(), in.scale, in.sum, in.k};
+      batch.input_ready(static_cast<int>(i), &xq);
+    }
+  }
   const int groups_of = batch.group_size > 0 ? batch.group_size : static_cast<int>(batch.jobs.size());
   matmuls_together(jobs_, batch.group_done ? groups_of : 0, batch.group_done);
   return FencePtr(std::make_shared<DoneFence>(Status::ok()));

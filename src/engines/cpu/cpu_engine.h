@@ -46,14 +46,16 @@ struct ExpertsJob {
   bool i8s_high_only = false;
   // Decode (n = 1) only, each optional. The positions p are the routed
   // slots in the order of their experts' ids. after_gate_up(down_inputs,
-  // down_outputs) on the calling thread once the first loop is done, before
-  // the down loop starts, with the down inputs (k rows of n_ff, by
-  // position) and where the down loop will write its outputs (k rows of
-  // n_embd, by position; each may be written over in before_sum); on the
+  // down_quantized, down_outputs) on the calling thread once the first loop
+  // is done, before the down loop starts, with the down inputs (k rows of
+  // n_ff, by position), the same quantized in each down's stored basis as
+  // the down loop reads them (k, by position; valid during the call), and
+  // where the down loop will write its outputs (k rows of n_embd, by
+  // position; each may be written over in before_sum); on the
   // pool's threads, before_swiglu(p, gate, up) when expert p's gate and up
   // rows are written, before they are consumed, and before_sum(p, out) when
   // its down rows are, before they are added.
-  std::function<void(const float* down_inputs, float* down_outputs)> after_gate_up;
+  std::function<void(const float* down_inputs, const QuantizedToken* down_quantized, float* down_outputs)> after_gate_up;
   std::function<void(int p, float* gate, float* up)> before_swiglu;
   std::function<void(int p, float* out)> before_sum;
   // Decode, optional: weights that are still arriving (an expert cache's
@@ -185,6 +187,7 @@ class CpuEngine final : public Engine, public HostOps {
   QuantInputs shared_in_;
   std::vector<QuantInput> down_in_;  // by position in id order
   std::vector<QuantJob> jobs_, down_jobs_;
+  std::vector<QuantizedToken> down_quantized_;
   std::vector<int64_t> first_block_;
   std::vector<std::atomic<int64_t>> group_rows_left_;
   // Decode's running sum of the routed experts' outputs: which positions

@@ -133,7 +133,14 @@ void CpuEngine::experts_decode(const ExpertsJob& job) {
         fill_input(g, ff, down_in_[static_cast<size_t>(p)]);
       },
       await_gate_up);
-  if (job.after_gate_up) job.after_gate_up(moe_gate_.data(), moe_out_.data());
+  if (job.after_gate_up) {
+    down_quantized_.resize(static_cast<size_t>(k));
+    for (int p = 0; p < k; ++p) {
+      const QuantInput& in = down_in_[static_cast<size_t>(p)];
+      down_quantized_[static_cast<size_t>(p)] = {in.codes.data(), in.scale, in.sum, in.k};
+    }
+    job.after_gate_up(moe_gate_.data(), down_quantized_.data(), moe_out_.data());
+  }
   // Likewise each expert's output is added to the token's sum as soon as
   // it and every expert before it in id order are done: the same sum, in
   // the same order, as add_in_expert_order after the loop.

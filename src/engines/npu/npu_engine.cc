@@ -162,10 +162,19 @@ Result<const KernelParams*> NpuEngine::program(const MatmulOp& op) {
 }
 
 double NpuEngine::predict_us(const MatmulOp& op) const {
-  if (!supports(op).ok) return -1.0;
-  auto p = make_kernel_params(kind_of(op.tier), *datapath_of(op.tier), op.m, op.k, op.n,
-                              dev_->options().profile.vtcm_bytes, /*with_descriptors=*/false);
-  return p.is_ok() ? dev_->predict_us(*p) : -1.0;
+  // A prediction depends on the op alone: made once per shape (the
+  // overlay asks for one at every decode step).
+  const auto key = std::make_tuple(op.is_tier ? op.tier : Tier::kF32, op.m, op.k, op.n, op.is_tier);
+  std::lock_guard lock(mu_);
+  if (const auto it = predictions_.find(key); it != predictions_.end()) return it->second;
+  double us = -1.0;
+  if (supports(op).ok) {
+    auto p = make_kernel_params(kind_of(op.tier), *datapath_of(op.tier), op.m, op.k, op.n,
+                                dev_->options().profile.vtcm_bytes, /*with_descriptors=*/false);
+    if (p.is_ok()) us = dev_->predict_us(*p);
+  }
+  predictions_.emplace(key, us);
+  return us;
 }
 
 int NpuEngine::in_flight() const {
@@ -214,6 +223,25 @@ Result<NpuEngine::Slot*> NpuEngine::slot_for(int64_t m, int64_t k, int64_t n) {
   return &s;
 }
 
+// The host side brings the input into the weight's stored basis and
+// quantizes it per token for the datapath, into the slot.
+void NpuEngine::stage_acts(const MatmulJob& job, const KernelParams& p, Slot& slot) {
+  const WeightView& w = job.w;
+  const auto m = static_cast<int>(p.m);
+  const float* x = job.x;
+  if (!job.x_in_basis) {
+    basis_.resize(static_cast<size_t>(m * p.k));
+    const float* signs = w.rotation_block > 0 ? signs_.get(w.k_stored, w.rotation_seed) : nullptr;
+    pad_rotate_quantize(job.x, m, w.cols, p.k, w.rotation_block, signs, basis_.data(), nullptr, nullptr, nullptr);
+    x = basis_.data();
+  }
+  if (p.datapath == Datapath::kW8A8) {
+    cpu::quantize_acts(x, m, p.k, slot.acts, slot.act_scales, slot.act_sums);
+  } else {
+    ref::quantize_acts(x, m, p.k, slot.acts, slot.act_scales, slot.act_sums, kW4A4MaxCode);
+  }
+}
+
 Result<FencePtr> NpuEngine::submit(const MatmulJob& job) {
   std::lock_guard lock(mu_);
   const WeightView& w = job.w;
@@ -223,19 +251,16 @@ Result<FencePtr> NpuEngine::submit(const MatmulJob& job) {
   ORK_ASSIGN_OR_RETURN(const KernelParams* p, program(op));
   const auto t0 = std::chrono::steady_clock::now();
   ORK_ASSIGN_OR_RETURN(Slot * slot, slot_for(op.m, op.k, op.n));
-  const auto m = static_cast<int>(op.m);
-  const float* x = job.x;
-  if (!job.x_in_basis) {
-    // The host side brings the input into the weight's stored basis.
-    basis_.resize(static_cast<size_t>(m * op.k));
-    const float* signs = w.rotation_block > 0 ? signs_.get(w.k_stored, w.rotation_seed) : nullptr;
-    pad_rotate_quantize(job.x, m, w.cols, op.k, w.rotation_block, signs, basis_.data(), nullptr, nullptr, nullptr);
-    x = basis_.data();
-  }
-  if (p->datapath == Datapath::kW8A8) {
-    cpu::quantize_acts(x, m, op.k, slot->acts, slot->act_scales, slot->act_sums);
+  if (job.xq != nullptr && job.xq->codes != nullptr && op.m == 1 && job.xq->k == op.k &&
+      p->datapath == Datapath::kW8A8) {
+    // The CPU's codes of this input in this basis: what the lines below
+    // would make of x (the same pad, rotation and per-token int8), copied
+    // into the staging slot rather than made again.
+    std::memcpy(slot->acts, job.xq->codes, static_cast<size_t>(op.k));
+    slot->act_scales[0] = job.xq->scale;
+    slot->act_sums[0] = job.xq->sum;
   } else {
-    ref::quantize_acts(x, m, op.k, slot->acts, slot->act_scales, slot->act_sums, kW4A4MaxCode);
+    stage_acts(job, *p, *slot);
   }
   // The device reads both planes of an i8s weight: its datapath is W8A8.
   const QuantWeights qw = quant_weights(w.tier_tensor(), false);
@@ -251,7 +276,7 @@ Result<FencePtr> NpuEngine::submit(const MatmulJob& job) {
   dj.out = slot->out;
   dj.fail_session = fail_session_;
   fail_session_ = -1;
-  slot->job = dev_->submit(dj);
+  slot->job = dev_->submit(dj, std::move(slot->job));
   slot->fence_alive.store(true, std::memory_order_release);
   return FencePtr(std::make_shared<NpuFence>(this, slot, job.y, job.ldy, op.m, first, op.n, t0));
 }

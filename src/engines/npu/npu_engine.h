@@ -84,10 +84,12 @@ class NpuEngine final : public Engine {
   };
   static constexpr int kMaxSlots = 16;
   Result<Slot*> slot_for(int64_t m, int64_t k, int64_t n);
+  void stage_acts(const MatmulJob& job, const KernelParams& p, Slot& slot);
   void release(Slot& s);
 
   std::unique_ptr<Vnpu> dev_;
   std::map<std::tuple<Tier, int64_t, int64_t, int64_t>, KernelParams> programs_;
+  mutable std::map<std::tuple<Tier, int64_t, int64_t, int64_t, bool>, double> predictions_;  // under mu_
   std::deque<Slot> slots_;
   std::vector<float> basis_;  // the input in the weight's basis, before quantization
   RotationSigns signs_;

@@ -431,8 +431,11 @@ double Vnpu::predict_us(const KernelParams& p) const {
   return modeled_us(p, partition(p, 0).count, 0, dma_bytes(p, partition(p, 0).count));
 }
 
-std::shared_ptr<JobState> Vnpu::submit(const DeviceJob& job) {
-  auto js = std::make_shared<JobState>();
+std::shared_ptr<JobState> Vnpu::submit(const DeviceJob& job, std::shared_ptr<JobState> reuse) {
+  // A finished job's state that nothing else holds (no fence, no session)
+  // is made over rather than allocated again: a decode step submits dozens.
+  std::shared_ptr<JobState> js = reuse != nullptr && reuse.use_count() == 1 ? std::move(reuse) : std::make_shared<JobState>();
+  js->deadline_us = 0;
   js->job = job;
   js->job.id = ++next_id_;
   if (!o_.compute) {

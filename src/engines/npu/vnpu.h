@@ -313,8 +313,9 @@ class Vnpu {
   Status pin(const void* host, int64_t bytes);
   void unpin(const void* host);
 
-  // Submits a job to every session (doorbell); returns its fence.
-  std::shared_ptr<JobState> submit(const DeviceJob& job);
+  // Submits a job to every session (doorbell); returns its fence. `reuse`:
+  // a finished job's state, made over for this one if nothing else holds it.
+  std::shared_ptr<JobState> submit(const DeviceJob& job, std::shared_ptr<JobState> reuse = nullptr);
   // Blocks until the job is done (and, paced, its modeled time has passed).
   Status wait(JobState& job);
   bool done(const JobState& job) const;
