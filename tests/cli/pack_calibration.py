@@ -73,7 +73,8 @@ def main():
 
         for flags, what in ((["--no-calibrate", "--calib-self"], "--no-calibrate excludes --calib-self"),
                             (["--no-calibrate", "--calib", text], "--no-calibrate excludes --calib"),
-                            (["--calib-self", "--calib", text], "--calib-self excludes --calib")):
+                            (["--calib-self", "--calib", text], "--calib-self excludes --calib"),
+                            (["--imatrix", text, "--calib", text], "--imatrix excludes --calib")):
             p = run([ork, "pack", model, "-o", os.path.join(d, "x.orkpack")] + flags)
             check(p.returncode == 2 and "excludes" in p.stderr, f"{what}: exit {p.returncode}, {p.stderr[-200:]}")
 

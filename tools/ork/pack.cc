@@ -230,7 +230,8 @@ Runner add_pack(CLI::App& app) {
   app.add_option("--budget", c->budget, "Budget: total tensor bytes")->check(number_in(1, 1e18));
   auto* imatrix = app.add_option("--imatrix", c->imatrix, "Importance matrix from `ork imatrix`")->check(CLI::ExistingFile);
   auto* calib = app.add_option("--calib", c->calib, "Calibration text: collect an importance matrix first")
-                    ->check(CLI::ExistingFile);
+                    ->check(CLI::ExistingFile)
+                    ->excludes(imatrix);
   app.add_option("--calib-ctx", c->calib_ctx, "Calibration window in tokens")
       ->capture_default_str()
       ->check(CLI::Range(2, 1 << 20));
