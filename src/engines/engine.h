@@ -79,7 +79,7 @@ struct MatmulJob {
   bool i8s_high_only = false;
   // Optional, one token: x already quantized in w's stored basis (k ==
   // w.k()). An engine may read these codes instead of quantizing x itself -
-  // the same codes it would make; x stays valid. Must outlive the job.
+  // the same codes it would make; x stays valid. Read during submit() only.
   const QuantizedToken* xq = nullptr;
   int64_t rows_end() const { return row_end < 0 ? w.rows : row_end; }
 };
