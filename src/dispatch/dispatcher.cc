@@ -209,12 +209,14 @@ Status Dispatcher::matmul_shared(std::span<const Output> outs, const float* x, i
   cpu_us_by.assign(outs.size(), 0.0);
   std::vector<char>& open_it = overlay_open_;
   open_it.assign(outs.size(), 0);
+  bool opening = false;
   for (size_t i = 0; i < outs.size(); ++i) {
     cpu_us += overlay_.enabled() ? overlay_.cpu_us(*outs[i].w, jobs[i].i8s_high_only) : 0.0;
     cpu_us_by[i] = cpu_us;
     if (candidates > 0 && overlay_candidate(*outs[i].w, n)) {
       if (overlay_.worth(*outs[i].w, cpu_us)) {
         open_it[i] = 1;
+        opening = true;
       } else {
         ++stats_.overlay_skipped;
       }
@@ -222,7 +224,7 @@ Status Dispatcher::matmul_shared(std::span<const Output> outs, const float* x, i
   }
   Status open_error;
   std::function<void(int, const QuantizedToken*)> input_ready;
-  if (std::find(open_it.begin(), open_it.end(), 1) != open_it.end()) {
+  if (opening) {
     input_ready = [&](int i, const QuantizedToken* xq) {
       const auto u = static_cast<size_t>(i);
       if (!open_it[u] || !open_error.is_ok()) return;

@@ -253,9 +253,9 @@ Result<FencePtr> NpuEngine::submit(const MatmulJob& job) {
   ORK_ASSIGN_OR_RETURN(Slot * slot, slot_for(op.m, op.k, op.n));
   if (job.xq != nullptr && job.xq->codes != nullptr && op.m == 1 && job.xq->k == op.k &&
       p->datapath == Datapath::kW8A8) {
-    // The CPU's codes of this input in this basis: what the lines below
-    // would make of x (the same pad, rotation and per-token int8), copied
-    // into the staging slot rather than made again.
+    // The CPU's codes of this input in this basis: what stage_acts would
+    // make of x (the same pad, rotation and per-token int8), copied into
+    // the staging slot rather than made again.
     std::memcpy(slot->acts, job.xq->codes, static_cast<size_t>(op.k));
     slot->act_scales[0] = job.xq->scale;
     slot->act_sums[0] = job.xq->sum;
