@@ -10,6 +10,14 @@
 //   kI5    (nibble | bit << 4) - 16
 //   kI6    (nibble | 2 bits << 4) - 32
 //   kI8    the int8 byte
+//
+// except i8 given the activations' floats (QuantActs::f32): its int8 weights
+// round finer than one activation scale per token can, so it quantizes them
+// per 32 as q8_0 does and
+//
+//   y[t][r] = (scales[r] * scale_mul) * sum over blocks b of act_scale[t][b] * dot_b
+//
+// (integer within a block, float across: the targets agree to rounding).
 //   kI8s   int8(((high << 4) | low) ^ 0x80) - 8  =  16 (high - 8) + (low - 8)
 //
 // The block kinds carry a llama.cpp quant's codes and scales exactly
@@ -121,13 +129,15 @@ struct QuantActs {
   int64_t k = 0;
   int n = 0;
   // The floats q was quantized from (row stride k), where the caller keeps
-  // them: the block kinds then quantize them per block instead - 256 for
-  // the K-quants, 32 for the rest, as llama.cpp's q8_K and q8_0 do - which loses
-  // less than one scale per token. Null: every block takes the token's scale.
+  // them: the block kinds and i8 then quantize them per block instead - 256
+  // for the K-quants, 32 for the rest, as llama.cpp's q8_K and q8_0 do - which
+  // loses less than one scale per token. Null: every block takes the token's
+  // scale (and i8 sums in int32 over the whole row, bit for bit everywhere).
   const float* f32 = nullptr;
 };
 
-// The activation block each block kind quantizes its input in: its own.
-inline int64_t act_block(CodeKind kind) { return carried_block(block_tier(kind)); }
+// The activation block each block kind quantizes its input in: its own;
+// i8's is 32.
+inline int64_t act_block(CodeKind kind) { return kind == CodeKind::kI8 ? 32 : carried_block(block_tier(kind)); }
 
 }  // namespace ork

@@ -36,8 +36,9 @@ DispatchOptions on_npu() {
   return o;
 }
 
-std::vector<float> logits(const Model& model, NpuEngine* npu, DispatchStats* stats = nullptr) {
+std::vector<float> logits(const Model& model, NpuEngine* npu, DispatchStats* stats = nullptr, bool fast = true) {
   Context ctx(model, 64);
+  ctx.set_fast_kernels(fast);
   ctx.set_npu(npu, on_npu());
   auto a = ctx.eval(kPrompt);
   EXPECT_TRUE(a.is_ok());
@@ -62,10 +63,24 @@ npu::VnpuOptions options(int sessions) {
   return o;
 }
 
-// W8A8 on vnpu is the CPU's integer arithmetic on the same int8
-// activations, so prefill on vnpu reproduces the CPU path; the stated bound
-// is float summation order only.
+// W8A8 on vnpu is exactly the integer reference on int8 activations per
+// token (OpConsistency, DispatchConsistency: bit for bit, split rows too);
+// the CPU's fast kernels take i8's activations with a scale per 32, so a
+// model's logits with prefill on vnpu differ from the CPU's by that
+// rounding alone: relative error within kW8A8VsCpuBound (measured 0.020 on
+// tinystories656K, 0.0042 on stories260K, 0.022 on the window's model).
+// Two runs of the same datapath agree to kW8A8LogitBound (summation order).
 constexpr double kW8A8LogitBound = 1e-4;
+constexpr double kW8A8VsCpuBound = 0.03;
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / den);
+}
 
 TEST(NpuModel, RealModelsPrefillOnVnpuMatchTheCpu) {
   for (const char* file : {"models/tinystories656K-f32.gguf", "models/stories260K-f32.gguf"}) {
@@ -80,10 +95,35 @@ TEST(NpuModel, RealModelsPrefillOnVnpuMatchTheCpu) {
     const uint64_t on = st.prefill[static_cast<size_t>(Route::kNpu)];
     EXPECT_GT(on, 0u) << file;
     EXPECT_EQ(st.npu_refused, 0u) << file;
-    EXPECT_LE(max_abs_diff(cpu, npu), kW8A8LogitBound) << file;
-    std::printf("%s i8, prefill on vnpu: max |logit - cpu| = %.3g over %zu logits (%llu matmuls on vnpu)\n", file,
-                max_abs_diff(cpu, npu), cpu.size(), static_cast<unsigned long long>(on));
+    EXPECT_LE(relative_error(npu, cpu), kW8A8VsCpuBound) << file;
+    std::printf("%s i8, prefill on vnpu: relative logit error %.4f vs the CPU (max |logit - cpu| %.3g over %zu logits, "
+                "%llu matmuls on vnpu)\n", file, relative_error(npu, cpu), max_abs_diff(cpu, npu), cpu.size(),
+                static_cast<unsigned long long>(on));
   }
+}
+
+// On i8 the CPU's fast kernels quantize activations per 32 and vnpu's W8A8
+// per token: prefill on vnpu is the coarser datapath. Against the reference
+// kernels (f32 activations) the CPU's logits are the nearer, and vnpu's
+// stay within kW8A8VsCpuBound of the CPU's.
+TEST(NpuModel, I8PrefillOnVnpuIsPerToken) {
+  const char* file = "models/tinystories656K-f32.gguf";
+  ORK_REQUIRE_TESTDATA(file);
+  const std::string packed = pack_uniform(testing::testdata(file), "i8", "npu_i8");
+  auto model = Model::load(packed);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const std::vector<float> exact = logits(**model, nullptr, nullptr, false);
+  const std::vector<float> cpu = logits(**model, nullptr);
+  auto e = NpuEngine::create(options(2)).value();
+  DispatchStats st;
+  const std::vector<float> npu = logits(**model, e.get(), &st);
+  EXPECT_GT(st.prefill[static_cast<size_t>(Route::kNpu)], 0u);
+  EXPECT_GT(max_abs_diff(cpu, npu), kW8A8LogitBound);  // vnpu ran its own datapath
+  EXPECT_LT(relative_error(cpu, exact), relative_error(npu, exact));
+  EXPECT_LE(relative_error(npu, cpu), kW8A8VsCpuBound);
+  std::printf("tinystories656K i8: relative logit error vs f32 activations: CPU (per 32) %.4f, prefill on vnpu (per token) "
+              "%.4f; vnpu vs CPU %.4f\n",
+              relative_error(cpu, exact), relative_error(npu, exact), relative_error(npu, cpu));
 }
 
 TEST(NpuModel, W4A4PrefillStaysCloseToTheCpu) {
@@ -97,13 +137,8 @@ TEST(NpuModel, W4A4PrefillStaysCloseToTheCpu) {
   const std::vector<float> npu = logits(**model, e.get());
   // int4 activations cost accuracy: the logits move, within a stated bound
   // relative to their size (measured 0.197 here).
-  double num = 0, den = 0;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    num += (npu[i] - cpu[i]) * (npu[i] - cpu[i]);
-    den += cpu[i] * cpu[i];
-  }
-  EXPECT_LE(std::sqrt(num / den), 0.25);
-  std::printf("tinystories656K i4, W4A4 prefill on vnpu: relative logit error %.4f vs the CPU's W4A8\n", std::sqrt(num / den));
+  EXPECT_LE(relative_error(npu, cpu), 0.25);
+  std::printf("tinystories656K i4, W4A4 prefill on vnpu: relative logit error %.4f vs the CPU's W4A8\n", relative_error(npu, cpu));
   EXPECT_GT(max_abs_diff(cpu, npu), 0.0);  // it did run W4A4, not the CPU path
 }
 
@@ -127,7 +162,9 @@ TEST(NpuModel, AModelLargerThanTheWindowGivesTheSameLogits) {
   auto large = NpuEngine::create(options(2)).value();
   const std::vector<float> want = logits(**model, large.get());
   EXPECT_EQ(large->stats().evictions, 0u);
-  EXPECT_LE(max_abs_diff(logits(**model, nullptr), want), kW8A8LogitBound);  // and the CPU path agrees
+  const double vs_cpu = relative_error(want, logits(**model, nullptr));  // and the CPU path agrees
+  EXPECT_LE(vs_cpu, kW8A8VsCpuBound);
+  std::printf("window model i8, prefill on vnpu: relative logit error %.4f vs the CPU\n", vs_cpu);
 
   npu::VnpuOptions small_o = options(2);
   small_o.window_bytes = 8 << 20;

@@ -1,7 +1,9 @@
 // Continuous batching (Context::eval_together): several sequences in one
-// pass give each the logits it gets alone. On quantized tiers the integer
-// kernels make that exact, bit for bit; on f32 weights the batch's GEMM
-// sums in another order than decode's GEMV, so within float noise.
+// pass give each the logits it gets alone. On the per-token integer tiers
+// (i4 ... i6, i8s) the kernels make that exact, bit for bit; on f32 weights
+// the batch's GEMM sums in another order than decode's GEMV, and i8 sums
+// its blocks of 32 activations in float (kernels/quant_types.h), so within
+// float noise.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -89,11 +91,16 @@ TEST(EvalTogether, MixtureOfExpertsMatchesEachSequenceAlone) {
   PackOptions o;
   o.input = testing::testdata("models/sotu-moe-f32.gguf");
   o.output = ::testing::TempDir() + "/together-moe.orkpack";
-  o.rules = {*parse_tier_rule(".=i8")};
-  ASSERT_TRUE(pack_model(o).is_ok());
-  auto model = Model::load(o.output);
-  ASSERT_TRUE(model.is_ok());
-  check_together(**model, true, 0.0f, "moe i8");
+  for (const char* tier : {"i8s", "i8"}) {
+    o.rules = {*parse_tier_rule(std::string(".=") + tier)};
+    ASSERT_TRUE(pack_model(o).is_ok());
+    auto model = Model::load(o.output);
+    ASSERT_TRUE(model.is_ok());
+    // i8: the blocks' float order differs between a batch and a token
+    // alone, and a last-bit change can round a later activation code the
+    // other way: logits within 0.1 (measured 0.045 at most here).
+    check_together(**model, true, std::string(tier) == "i8" ? 0.1f : 0.0f, std::string("moe ") + tier);
+  }
 }
 
 TEST(EvalTogether, RefusesWhatItCannotTakeAndChangesNothing) {

@@ -282,7 +282,7 @@ struct BlockRows {
   const uint8_t* headers[R];
   HWY_INLINE BlockRows(const QuantWeights& w, int64_t r0, int64_t stride)
       : b0(plane0_row_bytes(K, w.k)), b1(plane1_row_bytes(K, w.k)) {
-    const int64_t headers_at = block_headers_offset(K, w.k);
+    const int64_t headers_at = block_kind(K) ? block_headers_offset(K, w.k) : 0;
     for (int r = 0; r < R; ++r) {
       row0[r] = w.p0 + (r0 + r * stride) * b0;
       row1[r] = w.p1 + (r0 + r * stride) * b1;
@@ -430,19 +430,24 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
 // group's activation sum. On 256-bit targets a step's lanes hold two
 // groups: in weight order (q80) each code vector is one group, in nibble
 // order each 128-bit half is.
+//
+// i8 given its activations' floats runs here too, as q80 with no headers:
+// each group's float is its activation scale alone, and the row's scale
+// multiplies the sum at the end.
 template <CodeKind K>
 constexpr bool kBlock32 = K == CodeKind::kQ80 || K == CodeKind::kQ40 || K == CodeKind::kQ41 || K == CodeKind::kQ50 ||
-                          K == CodeKind::kQ51 || K == CodeKind::kIq4nl;
+                          K == CodeKind::kQ51 || K == CodeKind::kIq4nl || K == CodeKind::kI8;
 
 template <CodeKind K>
 struct Block32Codes {
-  static constexpr bool kWeightOrder = K == CodeKind::kQ80;
+  static constexpr bool kRowScale = K == CodeKind::kI8;  // no headers: a scale per row
+  static constexpr bool kWeightOrder = K == CodeKind::kQ80 || kRowScale;
   static constexpr bool kMins = K == CodeKind::kQ41 || K == CodeKind::kQ51;
-  static constexpr CodeKind kBase = K == CodeKind::kQ80                             ? CodeKind::kI8
+  static constexpr CodeKind kBase = kWeightOrder                                    ? CodeKind::kI8
                                     : K == CodeKind::kQ50 || K == CodeKind::kQ51 ? CodeKind::kI5
                                                                                    : CodeKind::kI4;
   using Base = Codes<kBase>;
-  static constexpr int64_t kHeader = kMins ? 4 : 2;
+  static constexpr int64_t kHeader = kRowScale ? 0 : kMins ? 4 : 2;
   static constexpr int kOffset = K == CodeKind::kQ40 ? 8 : K == CodeKind::kQ50 ? 16 : 0;
   // x86's byte multiply (maddubs) takes one operand unsigned: there the
   // offset kinds' codes stay unsigned and the offset comes off each int32
@@ -509,8 +514,10 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
       mins[r][t] = 0.0f;
     }
   }
-  // d * (activation block scale) of group g for token t, row r.
+  // d * (activation block scale) of group g for token t, row r (i8: the
+  // activation block's scale alone).
   auto scale_of = [&](int r, int t, int64_t g) HWY_ATTR {
+    if constexpr (C::kRowScale) return a.scale[(t0 + t) * a.blocks + g];
     return HeaderF16(hd[r] + g * C::kHeader) * a.scale[(t0 + t) * a.blocks + g];
   };
   auto add_mins = [&](int r, int t, int64_t g) HWY_ATTR {
@@ -519,10 +526,14 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
       mins[r][t] += HeaderF16(hd[r] + g * C::kHeader + 2) * a.group_acts[at];
     }
   };
-  // Each int32 lane's products of one code vector against its activations.
+  // Each int32 lane's products of one code vector against its activations
+  // (x86's VNNI for the signed weight-order kinds, q80 and i8: the same
+  // integers as the pair sums in one instruction less).
   auto lanes = [&](VI8 c, VI8 av) HWY_ATTR {
 #if ORK_ARM_DOT
     if constexpr (kDot) return DotAdd(c, av, hn::Zero(d32));
+#elif ORK_X86_DOT
+    if constexpr (kDot && C::kWeightOrder) return DotAdd(c, av, hn::Zero(d32));
 #endif
     return WidenAdd(C::Pairs(c, av), hn::Zero(d32));
   };
@@ -541,7 +552,7 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
       for (int r = 0; r < R; ++r) {
         PrefetchSpan<step0>(row0[r] + kFarPrefetchBytes + st * step0);
         if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + b1 + st * step1);
-        if (st % 16 == 0) hwy::Prefetch(hd[r] + b1 + g * C::kHeader);
+        if (C::kHeader > 0 && st % 16 == 0) hwy::Prefetch(hd[r] + b1 + g * C::kHeader);
       }
     } else {
       PrefetchSpan<R * step0>(next0 + st * R * step0);
@@ -633,8 +644,10 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
   }
   for (int r = 0; r < R; ++r) {
     const int64_t row = r0 + r * stride;
+    const float ws = C::kRowScale ? w.scales[row] * w.scale_mul : 1.0f;
     for (int t = 0; t < T; ++t) {
-      y[(t0 + t) * ldy + row] = hn::GetLane(hn::SumOfLanes(df, facc[r][t])) + mins[r][t];
+      const float sum = hn::GetLane(hn::SumOfLanes(df, facc[r][t])) + mins[r][t];
+      y[(t0 + t) * ldy + row] = C::kRowScale ? ws * sum : sum;
     }
   }
 }
@@ -713,7 +726,7 @@ void SubSums(const int8_t* codes, int n, int64_t k, std::vector<int16_t>& out) {
 template <CodeKind K, bool kDot>
 void BlockBatch(const QuantWeights& w, const BlockActs& acts, const int8_t* q, int64_t k, float* y, int64_t ldy,
                 int64_t row_begin, int64_t row_end, int t_begin, int t_end) {
-  constexpr bool kNibbleOrder = K != CodeKind::kQ80;
+  constexpr bool kNibbleOrder = K != CodeKind::kQ80 && K != CodeKind::kI8;  // the weight-order kinds
   thread_local std::vector<int8_t> scratch;
   const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / k / 4 * 4, 4, 256));
   const int64_t row_bytes = plane0_row_bytes(K, w.k) + plane1_row_bytes(K, w.k);
@@ -767,7 +780,7 @@ void MatmulRows16(const QuantWeights& w, const BlockActs& acts, const int8_t* q,
     for (int64_t r = row_begin; r < row16_end; r += 16) {
       // One tile of four alone in the chunk (four streams' decode step):
       // the codes straight from the rows, never stored.
-      const bool alone = K != CodeKind::kQ6k && c1 - c0 == 4;
+      const bool alone = kRows16Nibbles<K> && c1 - c0 == 4;
       Rows16Prepare<K>(w, r, prepared, !alone);
       Rows16Next next;  // for the first tile only (two blocks ahead measured slower)
       if (r + 16 < row16_end) {
@@ -791,11 +804,11 @@ void MatmulRows16(const QuantWeights& w, const BlockActs& acts, const int8_t* q,
 
 // As MatmulKind and MatmulPrefill: decode reads two far streams per
 // thread; batches go to MatmulRows16 (q4_0, q4_K, q6_K on AVX-512 VNNI) or
-// BlockBatch.
+// BlockBatch. Also i8 given its activations' floats (kBlock32).
 template <CodeKind K, bool kDot = false>
 void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64_t ldy, int64_t row_begin,
                      int64_t row_end) {
-  constexpr bool kNibbleOrder = K != CodeKind::kQ80;
+  constexpr bool kNibbleOrder = K != CodeKind::kQ80 && K != CodeKind::kI8;  // the weight-order kinds
   constexpr bool kMins = K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ41 || K == CodeKind::kQ51;
   thread_local std::vector<int8_t> scratch, codes;
   thread_local std::vector<float> group_acts;
@@ -847,9 +860,9 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
   bool rows16 = false;
   if constexpr (kDot && kRows16<K>) {
     rows16 = in.n >= 4 && (K != CodeKind::kQ40 || block == 32);
-    if constexpr (K == CodeKind::kQ40) {
+    if constexpr (K == CodeKind::kQ40 || K == CodeKind::kI8) {
       if (rows16) {
-        GroupOffsets<Block32Codes<K>::kOffset>(q, in.n, in.k, group_offsets);
+        GroupOffsets<K == CodeKind::kI8 ? kRows16I8Offset : Block32Codes<K>::kOffset>(q, in.n, in.k, group_offsets);
         acts.group_offsets = group_offsets.data();
       }
     }

@@ -659,7 +659,10 @@ void MatmulAnyKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
     case CodeKind::kNf4: return MatmulKind<CodeKind::kNf4, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kI5: return MatmulKind<CodeKind::kI5, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kI6: return MatmulKind<CodeKind::kI6, kDot>(w, a, y, ldy, row_begin, row_end);
-    case CodeKind::kI8: return MatmulKind<CodeKind::kI8, kDot>(w, a, y, ldy, row_begin, row_end);
+    case CodeKind::kI8:
+      // Per-block activation scales where the floats are given (quant_types.h).
+      if (a.f32 != nullptr) return MatmulBlockKind<CodeKind::kI8, kDot>(w, a, y, ldy, row_begin, row_end);
+      return MatmulKind<CodeKind::kI8, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kI8s: return MatmulKind<CodeKind::kI8s, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ4k: return MatmulBlockKind<CodeKind::kQ4k, kDot>(w, a, y, ldy, row_begin, row_end);
     case CodeKind::kQ6k: return MatmulBlockKind<CodeKind::kQ6k, kDot>(w, a, y, ldy, row_begin, row_end);

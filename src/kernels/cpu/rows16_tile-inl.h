@@ -14,11 +14,18 @@
 #if ORK_X86_DOT
 // The kinds the sixteen-row tile serves: q4_0 (llama.cpp's Q4_0 files) and
 // q4_K (most of a Q4_K_M file), whose codes ork keeps alike: 32-weight
-// groups of nibbles. (q5_0, q4_1, q5_1, q8_0, iq4_nl and the other K-quants
-// would take the same tile with their own code inflation and scales; they
-// keep Block32Tile and BlockTile.)
+// groups of nibbles; q6_K; and i8 with its activations per 32 (a row scale,
+// no headers; its signed codes stored plus 128, so unsigned, each
+// token-group's sum started from minus 128 times its activations).
+// (q5_0, q4_1, q5_1, q8_0, iq4_nl and the other K-quants would take the
+// same tile with their own code inflation and scales; they keep
+// Block32Tile and BlockTile.)
 template <CodeKind K>
-constexpr bool kRows16 = K == CodeKind::kQ40 || K == CodeKind::kQ4k || K == CodeKind::kQ6k;
+constexpr bool kRows16 = K == CodeKind::kQ40 || K == CodeKind::kQ4k || K == CodeKind::kQ6k || K == CodeKind::kI8;
+// The kinds whose nibbles a single tile of tokens reads straight from the rows.
+template <CodeKind K>
+constexpr bool kRows16Nibbles = K == CodeKind::kQ40 || K == CodeKind::kQ4k;
+constexpr int kRows16I8Offset = 128;
 
 // Sixteen rows' four dwords at p + r * stride, transposed: out[j] holds
 // dword j of rows 0..15 in its lanes 0..15. (Rows as a base and a stride
@@ -78,7 +85,7 @@ void Rows16Scales(const uint8_t* p, int64_t stride, int64_t groups, float* d) {
 struct Rows16 {
   std::vector<uint8_t> bytes;  // the codes' storage, with room to align it
   __m512i* codes = nullptr;    // [group][8], 64-byte aligned
-  std::vector<float> d;        // [group][16]: q4_0's d, q4_K's d * sub-scale; q6_K: [sub-block of 16][16]
+  std::vector<float> d;        // [group][16]: q4_0's d, q4_K's d * sub-scale; q6_K: [sub-block of 16][16]; i8: [16], the row scales
   std::vector<float> m;        // [group][16]: q4_K's dmin * sub-min
 };
 
@@ -156,6 +163,15 @@ HWY_INLINE void Rows16Nibbles(const uint8_t* p, int64_t stride, int64_t g, __m51
   }
 }
 
+// i8's group g of sixteen rows (row r's 32 bytes at p + r * stride + g * 32)
+// as Rows16Prepare lays it, plus 128: unsigned for vpdpbusd.
+HWY_INLINE void Rows16Bytes(const uint8_t* p, int64_t stride, int64_t g, __m512i codes[8]) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  Transpose16x4(p + g * 32, stride, codes);
+  Transpose16x4(p + g * 32 + 16, stride, codes + 4);
+  for (int j = 0; j < 8; ++j) codes[j] = _mm512_xor_si512(codes[j], flip);
+}
+
 // `with_codes` false: the scales only (a single tile of tokens then reads
 // the nibble kinds' codes straight from the rows: Rows16Dot's `raw`).
 template <CodeKind K>
@@ -167,7 +183,11 @@ HWY_NOINLINE void Rows16Prepare(const QuantWeights& w, int64_t r0, Rows16& out, 
   const auto at = reinterpret_cast<uintptr_t>(out.bytes.data());
   out.codes = reinterpret_cast<__m512i*>(out.bytes.data() + ((64 - at % 64) % 64));
   out.d.resize(static_cast<size_t>(groups * 16));
-  if constexpr (K == CodeKind::kQ6k) {
+  if constexpr (K == CodeKind::kI8) {
+    for (int r = 0; r < 16; ++r) out.d[static_cast<size_t>(r)] = w.scales[r0 + r] * w.scale_mul;
+    for (int64_t g = 0; g < groups; ++g) Rows16Bytes(rows.row0[0], rows.b0, g, out.codes + g * 8);
+    return;
+  } else if constexpr (K == CodeKind::kQ6k) {
     out.d.resize(static_cast<size_t>(groups * 32));
     Rows16Q6kScales(rows.headers[0], rows.b1, groups, out.d.data());
     return Rows16Inflated<K>(rows, groups, out.codes);
@@ -231,13 +251,13 @@ HWY_NOINLINE void Rows16Dot(const Rows16& rows, const BlockActs& a, const int8_t
     }
     __m512i own[8];
     const __m512i* codes = rows.codes + g * 8;
-    if constexpr (K != CodeKind::kQ6k) {
+    if constexpr (kRows16Nibbles<K>) {
       if (raw != nullptr) {
         Rows16Nibbles(raw, raw_stride, g, own);
         codes = own;
       }
     }
-    const __m512 d = _mm512_loadu_ps(rows.d.data() + g * 16);
+    const __m512 d = K == CodeKind::kI8 ? _mm512_setzero_ps() : _mm512_loadu_ps(rows.d.data() + g * 16);
     for (int t = 0; t < T; ++t) {
       const int64_t at = (t0 + t) * groups + g;
       const int8_t* q = acts + (t0 + t) * k + g * 32;
@@ -259,11 +279,19 @@ HWY_NOINLINE void Rows16Dot(const Rows16& rows, const BlockActs& a, const int8_t
         const float scale = a.scale[(t0 + t) * a.blocks + g / 8];
         facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(scale)), facc[t]);
         facc[t] = _mm512_fnmadd_ps(_mm512_loadu_ps(rows.m.data() + g * 16), _mm512_set1_ps(a.group_acts[at]), facc[t]);
+      } else if constexpr (K == CodeKind::kI8) {
+        // The activation block's scale here, the rows' scales at the end.
+        const __m512i sum = GroupDot<T <= 4>(_mm512_set1_epi32(a.group_offsets[at]), codes, q);
+        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(a.scale[at]), facc[t]);
       } else {
         const __m512i sum = GroupDot<T <= 4>(_mm512_set1_epi32(a.group_offsets[at]), codes, q);
         facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(a.scale[at])), facc[t]);
       }
     }
+  }
+  if constexpr (K == CodeKind::kI8) {
+    const __m512 ws = _mm512_loadu_ps(rows.d.data());
+    for (int t = 0; t < T; ++t) facc[t] = _mm512_mul_ps(facc[t], ws);
   }
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + (t0 + t) * ldy + r0, facc[t]);
 }

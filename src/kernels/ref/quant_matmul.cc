@@ -237,6 +237,26 @@ void quant_matmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t l
     }
     return;
   }
+  if (w.kind == CodeKind::kI8 && a.f32 != nullptr) {
+    // Per 32 activations: ws * sum over blocks of (as * dot), in block order.
+    std::vector<int8_t> q;
+    std::vector<float> as;
+    block_acts(a, act_block(w.kind), q, as);
+    const int64_t nb = a.k / 32;
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      const float ws = w.scales[r] * w.scale_mul;
+      for (int t = 0; t < a.n; ++t) {
+        float acc = 0.0f;
+        for (int64_t b = 0; b < nb; ++b) {
+          int32_t dot = 0;
+          for (int64_t l = 0; l < 32; ++l) dot += weight_code(w, r, b * 32 + l) * q[static_cast<size_t>(t * a.k + b * 32 + l)];
+          acc += as[static_cast<size_t>(t * nb + b)] * static_cast<float>(dot);
+        }
+        y[t * ldy + r] = ws * acc;
+      }
+    }
+    return;
+  }
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float ws = w.scales[r] * w.scale_mul;
     for (int t = 0; t < a.n; ++t) {

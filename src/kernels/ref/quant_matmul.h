@@ -29,14 +29,16 @@ int32_t weight_code(const QuantWeights& w, int64_t r, int64_t j);
 // exactly; nf4 reads its int8 codebook (within 0.5/127 of the float one).
 void dequantize_codes_row(const QuantWeights& w, int64_t r, float* out);
 
-// The block kinds' activations: per token, act_block()-sized blocks of
+// The block kinds' and i8's activations: per token, act_block()-sized blocks of
 // int8 codes with one scale each - requantized from a.f32 if given, else
 // a.q with the token's scale for every block.
 void block_acts(const QuantActs& a, int64_t block, std::vector<int8_t>& q, std::vector<float>& scale);
 
 // y[t * ldy + r] for t < a.n and r in [row_begin, row_end), as in
 // kernels/quant_types.h: the float product is
-// (scales[r] * scale_mul) * act_scale[t] * float(dot), in that order.
+// (scales[r] * scale_mul) * act_scale[t] * float(dot), in that order - but
+// for i8 given a.f32: (scales[r] * scale_mul) * (sum over blocks of
+// act_scale * float(dot)), the activations requantized per 32.
 void quant_matmul(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                   int64_t row_end);
 
