@@ -722,11 +722,15 @@ void SubSums(const int8_t* codes, int n, int64_t k, std::vector<int16_t>& out) {
 // Tokens [t_begin, t_end) of a batch against rows [row_begin, row_end):
 // tokens in chunks kept in L2, tiles of 4, 2 and 1 tokens over blocks of
 // rows kept in L2 (the block tile keeps twice the accumulators of Tile, so
-// 8 tokens would spill on AVX2). `q`: every token's codes, k a token.
+// 8 tokens would spill on AVX2) - but the weight-order kinds (q80, i8),
+// whose tile keeps one float accumulator per token and no mins, take tiles
+// of 8 first, each weight load then meeting twice the tokens.
+// `q`: every token's codes, k a token.
 template <CodeKind K, bool kDot>
 void BlockBatch(const QuantWeights& w, const BlockActs& acts, const int8_t* q, int64_t k, float* y, int64_t ldy,
                 int64_t row_begin, int64_t row_end, int t_begin, int t_end) {
   constexpr bool kNibbleOrder = K != CodeKind::kQ80 && K != CodeKind::kI8;  // the weight-order kinds
+  constexpr bool kEights = !kNibbleOrder;
   thread_local std::vector<int8_t> scratch;
   const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / k / 4 * 4, 4, 256));
   const int64_t row_bytes = plane0_row_bytes(K, w.k) + plane1_row_bytes(K, w.k);
@@ -734,8 +738,9 @@ void BlockBatch(const QuantWeights& w, const BlockActs& acts, const int8_t* q, i
   int8_t* const panels = PanelScratch(scratch, std::min(chunk, t_end - t_begin) * k);
   for (int c0 = t_begin; c0 < t_end; c0 += chunk) {
     const int c1 = std::min(t_end, c0 + chunk);
-    const int t4 = c0 + (c1 - c0) / 4 * 4, t2 = t4 + (c1 - t4) / 2 * 2;
-    auto tile_size = [&](int t) { return t < t4 ? 4 : t < t2 ? 2 : 1; };
+    const int t8 = kEights ? c0 + (c1 - c0) / 8 * 8 : c0;
+    const int t4 = t8 + (c1 - t8) / 4 * 4, t2 = t4 + (c1 - t4) / 2 * 2;
+    auto tile_size = [&](int t) { return t < t8 ? 8 : t < t4 ? 4 : t < t2 ? 2 : 1; };
     for (int t = c0; t < c1; t += tile_size(t)) {
       PanelActs<kNibbleOrder>(q + t * k, tile_size(t), k, panels + (t - c0) * k);
     }
@@ -744,6 +749,11 @@ void BlockBatch(const QuantWeights& w, const BlockActs& acts, const int8_t* q, i
       for (int t = c0; t < c1; t += tile_size(t)) {
         const int8_t* panel = panels + (t - c0) * k;
         switch (tile_size(t)) {
+          case 8:
+            if constexpr (kEights) {
+              for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 8, false, kDot>(w, acts, panel, r, t, y, ldy);
+            }
+            break;
           case 4:
             for (int64_t r = rb; r < re; ++r) AnyBlockTile<K, 1, 4, false, kDot>(w, acts, panel, r, t, y, ldy);
             break;
