@@ -430,10 +430,8 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
 // group's activation sum. On 256-bit targets a step's lanes hold two
 // groups: in weight order (q80) each code vector is one group, in nibble
 // order each 128-bit half is.
-//
-// i8 given its activations' floats runs here too, as q80 with no headers:
-// each group's float is its activation scale alone, and the row's scale
-// multiplies the sum at the end.
+// i8 given its activations' floats runs here too, as q80 without headers:
+// a group's float is its activation scale, the row's scale comes at the end.
 template <CodeKind K>
 constexpr bool kBlock32 = K == CodeKind::kQ80 || K == CodeKind::kQ40 || K == CodeKind::kQ41 || K == CodeKind::kQ50 ||
                           K == CodeKind::kQ51 || K == CodeKind::kIq4nl || K == CodeKind::kI8;
@@ -722,10 +720,8 @@ void SubSums(const int8_t* codes, int n, int64_t k, std::vector<int16_t>& out) {
 // Tokens [t_begin, t_end) of a batch against rows [row_begin, row_end):
 // tokens in chunks kept in L2, tiles of 4, 2 and 1 tokens over blocks of
 // rows kept in L2 (the block tile keeps twice the accumulators of Tile, so
-// 8 tokens would spill on AVX2) - but the weight-order kinds (q80, i8),
-// whose tile keeps one float accumulator per token and no mins, take tiles
-// of 8 first, each weight load then meeting twice the tokens.
-// `q`: every token's codes, k a token.
+// 8 tokens would spill on AVX2) - but the weight-order kinds (q80, i8), one
+// float accumulator per token, take 8 first. `q`: every token's codes.
 template <CodeKind K, bool kDot>
 void BlockBatch(const QuantWeights& w, const BlockActs& acts, const int8_t* q, int64_t k, float* y, int64_t ldy,
                 int64_t row_begin, int64_t row_end, int t_begin, int t_end) {
