@@ -2,6 +2,8 @@
 // padded to the tier's stored K, for the engine and dispatcher harnesses.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -41,6 +43,15 @@ inline RandomWeight random_weight(Tier tier, int64_t rows, int64_t cols, uint32_
   w.scales.resize(static_cast<size_t>(rows));
   quantize_tier(tier, f.data(), nullptr, rows, w.k, w.data.data(), w.scales.data());
   return w;
+}
+
+// Float rounding of a matmul against its reference where blocks are summed
+// in another order (the CPU's i8, the carried blocks): 1e-5 of the largest
+// output.
+inline float rounding_of(const std::vector<float>& want) {
+  float scale = 0;
+  for (float v : want) scale = std::max(scale, std::fabs(v));
+  return 1e-5f * scale;
 }
 
 }  // namespace ork::testing

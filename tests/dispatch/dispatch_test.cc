@@ -64,14 +64,6 @@ std::vector<float> reference(const Weight& w, const std::vector<float>& x, int64
   return y;
 }
 
-// Within float rounding of a reference (i8's blocks summed in another
-// order): 1e-5 of the largest output.
-float rounding_of(const std::vector<float>& want) {
-  float scale = 0;
-  for (float v : want) scale = std::max(scale, std::fabs(v));
-  return 1e-5f * scale;
-}
-
 npu::VnpuOptions vnpu(int sessions, const std::string& profile = "hexagon-v75") {
   npu::VnpuOptions o;
   o.profile = *npu::find_profile(profile);
@@ -103,7 +95,7 @@ TEST(DispatchConsistency, EveryRouteAgreesWithTheReference) {
       Dispatcher cpu_only;
       const bool i8 = tier == Tier::kI8;
       const std::vector<float> want = reference(w, x, m, false, false, i8);
-      const float tol = i8 ? rounding_of(want) : 0.0f;
+      const float tol = i8 ? testing::rounding_of(want) : 0.0f;
       const std::vector<float> cpu_got = run(cpu_only, w, x, static_cast<int>(m));
       for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(cpu_got[i], want[i], tol) << "at " << i;
       for (auto& e : npus) {

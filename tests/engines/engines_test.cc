@@ -96,9 +96,8 @@ void expect_cpu_matches(Tier tier, const std::vector<float>& got, const std::vec
     return;
   }
   ASSERT_EQ(got.size(), want.size());
-  float scale = 0;
-  for (float v : want) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << "at " << i;
+  const float tol = testing::rounding_of(want);
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tol) << "at " << i;
 }
 
 // sqrt(sum (y - f)^2 / sum f^2) against the float product of the stored
