@@ -206,10 +206,13 @@ def case_greedy_equals_run(ork):
 
 
 def quantized_builtin(ork, tmp):
-    """stories260K packed to uniform i8: its batched matmuls are exact, so a
-    sequence gives the same tokens batched with others as alone."""
-    out = os.path.join(tmp, "stories260K-i8.orkpack")
-    subprocess.run([ork, "pack", BUILTIN_GGUF, "--uniform", "i8", "-o", out], capture_output=True, check=True, timeout=300)
+    """stories260K packed to uniform i8s: its batched matmuls are exact (one
+    int8 activation scale per token, integer sums), so a sequence gives the
+    same tokens batched with others as alone. (Not i8: its activations take a
+    scale per 32 and its blocks sum in float, so a batch and a token alone
+    agree only to rounding, which can flip a greedy choice.)"""
+    out = os.path.join(tmp, "stories260K-i8s.orkpack")
+    subprocess.run([ork, "pack", BUILTIN_GGUF, "--uniform", "i8s", "-o", out], capture_output=True, check=True, timeout=300)
     return out
 
 
