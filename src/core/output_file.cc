@@ -43,6 +43,16 @@ void remove_temporaries_and_die(int sig) {
   }
   std::signal(sig, SIG_DFL);
   std::raise(sig);
+  // The signal may have reached this thread inside a creation section,
+  // with the fatal signals blocked (a sanitizer's runtime defers handlers
+  // to a later call, past the thread's own mask): unblocked, the pending
+  // signal kills here. Without the unblock the thread went on into a
+  // section, found the door closed and paused for ever.
+  sigset_t self;
+  sigemptyset(&self);
+  sigaddset(&self, sig);
+  ::pthread_sigmask(SIG_UNBLOCK, &self, nullptr);
+  ::_exit(128 + sig);  // not reached
 }
 
 class CreationSection {
@@ -99,13 +109,11 @@ int register_temp(const std::string& path) {
   return -1;  // more than kTempSlots files at once: the destructor still cleans up
 }
 
-void unregister_temp(const std::string& path) {
-  for (TempSlot& s : g_temp_slots) {
-    if (s.state.load(std::memory_order_acquire) == 2 && path == s.path) {
-      s.state.store(0, std::memory_order_release);
-      return;
-    }
-  }
+// By the index register_temp gave: only the handler reads another
+// thread's path (comparing paths here read slots other threads were
+// refilling, a race ThreadSanitizer caught).
+void unregister_temp(int slot) {
+  if (slot >= 0) g_temp_slots[slot].state.store(0, std::memory_order_release);
 }
 
 std::string dir_of(const std::string& path) {
@@ -171,10 +179,11 @@ Result<OutputFile> OutputFile::create(const std::string& path, bool seekable) {
     }
     if (f.fd_ >= 0) {
       f.tmp_ = std::move(tmp);
+      f.tmp_slot_ = slot;
       break;
     }
     const int err = errno;
-    if (slot >= 0) unregister_temp(tmp);
+    unregister_temp(slot);
     if (err != EEXIST || attempt >= 100) {
       return error(StatusCode::kIo, "{}: cannot create a file in {}: {}", path, dir_of(path), std::strerror(err));
     }
@@ -186,9 +195,10 @@ Result<OutputFile> OutputFile::create(const std::string& path, bool seekable) {
 OutputFile::~OutputFile() { discard(); }
 
 OutputFile::OutputFile(OutputFile&& o) noexcept
-    : fd_(o.fd_), path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), in_place_(o.in_place_), size_(o.size_),
-      buffer_(std::move(o.buffer_)) {
+    : fd_(o.fd_), tmp_slot_(o.tmp_slot_), path_(std::move(o.path_)), tmp_(std::move(o.tmp_)),
+      in_place_(o.in_place_), size_(o.size_), buffer_(std::move(o.buffer_)) {
   o.fd_ = -1;
+  o.tmp_slot_ = -1;
   o.tmp_.clear();
 }
 
@@ -196,12 +206,14 @@ OutputFile& OutputFile::operator=(OutputFile&& o) noexcept {
   if (this != &o) {
     discard();
     fd_ = o.fd_;
+    tmp_slot_ = o.tmp_slot_;
     path_ = std::move(o.path_);
     tmp_ = std::move(o.tmp_);
     in_place_ = o.in_place_;
     size_ = o.size_;
     buffer_ = std::move(o.buffer_);
     o.fd_ = -1;
+    o.tmp_slot_ = -1;
     o.tmp_.clear();
   }
   return *this;
@@ -212,7 +224,8 @@ void OutputFile::discard() {
   fd_ = -1;
   if (!tmp_.empty()) {
     ::unlink(tmp_.c_str());
-    unregister_temp(tmp_);
+    unregister_temp(tmp_slot_);
+    tmp_slot_ = -1;
     tmp_.clear();
   }
 }
@@ -278,7 +291,8 @@ Status OutputFile::commit() {
     discard();
     return error(StatusCode::kIo, "{}: cannot move into place: {}", path_, std::strerror(err));
   }
-  unregister_temp(tmp_);
+  unregister_temp(tmp_slot_);
+  tmp_slot_ = -1;
   tmp_.clear();
   // The rename itself is durable once the directory is.
   const int dir = ::open(dir_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -51,6 +51,7 @@ class OutputFile {
   void discard();
 
   int fd_ = -1;
+  int tmp_slot_ = -1;  // its slot in the signal handler's table, or -1
   std::string path_, tmp_;
   bool in_place_ = false;
   uint64_t size_ = 0;
