@@ -60,8 +60,8 @@ int main() {
                                {Tier::kNf4, "nf4", false},  {Tier::kI4, "i4", false},
                                {Tier::kI8s, "i8s (high plane only)", true}};
   for (const Row& r : rows_to_print) {
-    // Bits per weight including the f32 row scale.
-    const double bits = (r.high_only ? 4.0 : ork::tier_info(r.tier).bits) + (ork::tier_info(r.tier).has_scales ? 32.0 / k : 0.0);
+    // Bits per weight including the row scale (f16, as an orkpack keeps it).
+    const double bits = (r.high_only ? 4.0 : ork::tier_info(r.tier).bits) + (ork::tier_info(r.tier).has_scales ? 16.0 / k : 0.0);
     std::printf("| %s | %.3f |", r.label, bits);
     for (const auto& w : mats) {
       for (bool rotated : {false, true}) std::printf(" %.4f |", round_trip(r.tier, w, rows, k, rotated, r.high_only));

@@ -19,6 +19,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 const char* expert_policy_name(ExpertPolicy p) { return p == ExpertPolicy::kLfu ? "lfu" : "lru"; }
 
 ExpertCache::Placement ExpertCache::place(const Matrix& m) {
+  Placement l = place_reads(m);
+  l.f32_scales_at = l.scales_at;
+  l.widen = m.scales.bytes != 0 && m.scales.bytes == 2 * static_cast<uint64_t>(m.view.rows);
+  if (l.widen) {
+    l.f32_scales_at = (l.size + 63) / 64 * 64;
+    l.size = (l.f32_scales_at + 4 * static_cast<uint64_t>(m.view.rows) + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  }
+  return l;
+}
+
+ExpertCache::Placement ExpertCache::place_reads(const Matrix& m) {
   Placement l;
   const uint64_t data_end = m.data.offset + m.data.bytes;
   const bool merged = m.scales.bytes == 0 || (m.scales.offset >= data_end && m.scales.offset - data_end < kDirectAlign);
@@ -317,7 +328,7 @@ WeightView ExpertCache::view_of(const Slot& s, int i) const {
   const Placement& p = placements_[static_cast<size_t>(s.key)][static_cast<size_t>(i)];
   WeightView v = m.view;
   v.data = s.mem + p.at + p.data_at;
-  v.scales = m.scales.bytes == 0 ? nullptr : reinterpret_cast<const float*>(s.mem + p.at + p.scales_at);
+  v.scales = m.scales.bytes == 0 ? nullptr : reinterpret_cast<const float*>(s.mem + p.at + p.f32_scales_at);
   return v;
 }
 
@@ -346,11 +357,15 @@ void ExpertCache::io_loop(int index) {
       st = file_.read(l.read[r].offset, l.read[r].bytes, dst + l.read_at[r]);
       bytes += DirectReader::aligned_span(l.read[r].offset, l.read[r].bytes);
     }
+    if (st.is_ok() && l.widen) {
+      widen_f16_scales(dst + l.scales_at, static_cast<uint64_t>(e.m[task.matrix].view.rows),
+                       reinterpret_cast<float*>(dst + l.f32_scales_at));
+    }
     if (const OrkpackTensor* entry = e.m[task.matrix].entry; st.is_ok() && entry != nullptr) {
       // The values the file's open left unchecked, as they arrive.
       OrkpackTensor t = *entry;
       t.data = dst + l.data_at;
-      t.scales = t.scales_size > 0 ? reinterpret_cast<const float*>(dst + l.scales_at) : nullptr;
+      t.scales = t.scales_size > 0 ? reinterpret_cast<const float*>(dst + l.f32_scales_at) : nullptr;
       st = orkpack_check_values(t);
       if (!st.is_ok()) st = st.with_context(file_.path());
     }

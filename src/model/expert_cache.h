@@ -157,8 +157,13 @@ class ExpertCache {
     Range read[2];              // file ranges
     uint64_t read_at[2] = {};   // where each lands (from `at`)
     uint64_t data_at = 0, scales_at = 0;  // where the planes and scales start (from `at`)
+    // Where the f32 scales are: scales_at, or after the reads where the
+    // file's f16 scales are widened to.
+    uint64_t f32_scales_at = 0;
+    bool widen = false;
   };
   static Placement place(const Matrix& m);
+  static Placement place_reads(const Matrix& m);  // the reads alone
   ExpertCache() = default;
   // A slot for `key`, evicting by policy among unpinned, settled slots (a
   // prefetch only among those not used since the current step); -1 if none.

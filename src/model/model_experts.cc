@@ -28,7 +28,7 @@ struct Footprint {
 Footprint footprint_of(const OrkpackFile& pack) {
   Footprint f;
   for (const OrkpackTensor& t : pack.tensors()) {
-    (Model::routed_expert_tensor(t.spec.name) ? f.experts : f.resident) += t.data_size + t.scales_size;
+    (Model::routed_expert_tensor(t.spec.name) ? f.experts : f.resident) += t.memory_bytes();
   }
   if (auto c = read_model_config(pack.metadata()); c.is_ok()) f.config = *c;
   if (const OrkpackTensor* t = pack.find_tensor("token_embd.weight"); t != nullptr && t->spec.dims.size() == 2) {

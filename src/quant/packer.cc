@@ -278,7 +278,9 @@ Result<Measured> measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t
     for (Tier tier : tiers) {
       data.resize(tier_data_bytes(tier, n, ks));
       const double err = quantize_measured(tier, w, imp, n, ks, hs, data.data(), scales.data()) * scale_up;
-      const uint64_t bytes = tier_data_bytes(tier, rows, ks) + (tier_info(tier).has_scales ? 4ull * rows : 0);
+      // The sample's scales say whether the file will keep them in f16.
+      const uint64_t scale_bytes = tier_info(tier).has_scales ? (f16_scales_exact(scales) ? 2ull : 4ull) * rows : 0;
+      const uint64_t bytes = tier_data_bytes(tier, rows, ks) + scale_bytes;
       auto it = std::find_if(m.plan.options.begin(), m.plan.options.end(), [&](const TierOption& x) { return x.tier == tier; });
       if (it == m.plan.options.end()) {
         m.plan.options.push_back({tier, bytes, err});
@@ -632,10 +634,10 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
     if (hs) energy = hessian_error(w, std::vector<float>(w.size(), 0.0f), *hs);
     return energy > 0 ? static_cast<float>(err / energy) : 0.0f;
   };
-  auto record = [&](size_t i, uint64_t bytes, float err) {
+  auto record = [&](size_t i, uint64_t tensor_bytes, float err) {
     const GgufTensorInfo& t = units[i];
     if (progress) progress(1, i, units.size(), t.name);
-    report.tensors.push_back({t.name, specs[i].tier, t.type, rotated[i], t.elems, bytes, err});
+    report.tensors.push_back({t.name, specs[i].tier, t.type, rotated[i], t.elems, tensor_bytes, err});
   };
   auto scale_count = [&](size_t i) {
     return tier_info(specs[i].tier).has_scales ? static_cast<size_t>(specs[i].rows()) : 0;
@@ -649,7 +651,10 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
         [&](size_t i) -> Result<float> { return produce(i, image.data(i), image.scales(i)); },
         [&](size_t i, float& err) -> Status {
           image.set_error(i, err);
-          record(i, tier_data_bytes(specs[i].tier, specs[i].rows(), specs[i].k_stored) + scale_count(i) * 4, err);
+          const float* scales = image.scales(i);
+          record(i, tier_data_bytes(specs[i].tier, specs[i].rows(), specs[i].k_stored) +
+                        (scales != nullptr ? orkpack_scale_bytes({scales, scale_count(i)}) : 0),
+                 err);
           return Status::ok();
         });
     ORK_RETURN_IF_ERROR(making);
@@ -676,7 +681,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
         OrkpackTensorSpec spec = specs[i];
         spec.error = p.error;
         ORK_RETURN_IF_ERROR(writer.add_tensor(spec, p.data, p.scales));
-        record(i, p.data.size() + p.scales.size() * 4, p.error);
+        record(i, p.data.size() + orkpack_scale_bytes(p.scales), p.error);
         return Status::ok();
       });
   ORK_RETURN_IF_ERROR(writing);

@@ -2,8 +2,25 @@
 
 #include <limits>
 
+#include "core/half.h"
+
 namespace ork {
 namespace {
+
+// A scale as ork stores it: the nearest f16 value where f16 holds the scale
+// as a normal number (an orkpack keeps a tensor's scales in f16, half the
+// bytes, when every one is an f16 value), rounded up instead where nearest
+// falls below min_scale; outside f16's normal range, the f32 itself (the
+// tensor then keeps f32 scales). Choosing among f16 values, rather than
+// rounding the choice afterwards, lets the search see what is stored.
+float storable_scale(float s, float min_scale) {
+  constexpr float kF16MinNormal = 6.103515625e-05f, kF16Max = 65504.0f;
+  if (!(s >= kF16MinNormal && s <= kF16Max)) return s;
+  uint16_t h = f32_to_f16(s);
+  if (f16_to_f32(h) < min_scale) ++h;  // the next f16 up (positive, so +1)
+  const float v = f16_to_f32(h);
+  return std::isfinite(v) ? v : s;
+}
 
 // weighted_error for an integer grid, written so that the compiler
 // vectorises it (the scale search evaluates ~30 scales for every row of
@@ -81,7 +98,7 @@ ScaleChoice search_scale(const float* w, const float* imp, int64_t n, const Grid
   const float base = amax / grid.max_abs();
   constexpr int kSteps = 28;
   for (int i = 0; i <= kSteps; ++i) {
-    const float scale = std::max(min_scale, base * (0.5f + 0.7f * static_cast<float>(i) / kSteps));
+    const float scale = storable_scale(std::max(min_scale, base * (0.5f + 0.7f * static_cast<float>(i) / kSteps)), min_scale);
     const double err = weighted_error(w, imp, n, grid, scale);
     if (err < best.error) best = {scale, err};
   }
@@ -97,7 +114,7 @@ ScaleChoice search_scale(const float* w, const float* imp, int64_t n, const Grid
       den += iw * v * v;
     }
     if (den <= 0.0) break;
-    const auto scale = std::max(min_scale, static_cast<float>(num / den));
+    const float scale = storable_scale(std::max(min_scale, static_cast<float>(num / den)), min_scale);
     if (!(scale > 0.0f) || scale == best.scale) break;
     const double err = weighted_error(w, imp, n, grid, scale);
     if (err >= best.error) break;

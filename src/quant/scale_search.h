@@ -101,7 +101,9 @@ struct ScaleChoice {
 
 // Searches scale = max|w| / max_abs * f over f in [0.5, 1.2], then refines
 // by least squares for the codes of the best candidate. importance may be
-// null. Scales below `min_scale` are not considered.
+// null. Scales below `min_scale` are not considered. Every candidate is an
+// f16 value where f16 holds it as a normal number, so that an orkpack can
+// keep the scales in f16 (orkpack_scale_bytes).
 ScaleChoice search_scale(const float* w, const float* importance, int64_t n, const Grid& grid, float min_scale = 0.0f);
 
 }  // namespace ork

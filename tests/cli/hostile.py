@@ -145,10 +145,14 @@ def _orkpack_entries(data):
 
 def orkpack_poison_scale(path, tensor, value):
     data = bytearray(open(path, "rb").read())
-    for name, _tier, _dims, _at, scales_at, ssize in _orkpack_entries(data):
+    for name, _tier, dims, _at, scales_at, ssize in _orkpack_entries(data):
         if name == tensor:
             assert ssize > 0
-            struct.pack_into("<f", data, scales_at, value)
+            rows = 1
+            for d in dims[1:]:
+                rows *= d
+            # Version 2 keeps a tensor's scales in f16 (rows x 2 bytes) where they all are f16 values.
+            struct.pack_into("<e" if ssize == 2 * rows else "<f", data, scales_at, value)
             open(path, "wb").write(data)
             return
     raise KeyError(tensor)

@@ -153,8 +153,10 @@ TEST(OpConsistency, EveryEngineAgreesWithTheReference) {
       EXPECT_LE(relative_error_vs_float(w, x, m, run(cpu_ref, w, x, m)), 1e-5);
       const std::vector<float> cpu_want = tier == Tier::kI8 ? reference(w, x, m, false, true) : want;
       expect_cpu_matches(tier, run(cpu_fast, w, x, m), cpu_want);
-      // Scales per block lose no more than one per token.
-      EXPECT_LE(relative_error_vs_float(w, x, m, cpu_want), relative_error_vs_float(w, x, m, want) + 1e-12);
+      // Scales per block lose no more than one per token. Where a row is one
+      // block (k <= 32) the two are the same scales, and the products differ
+      // only in where f32 multiplies by them: equal up to float rounding.
+      EXPECT_LE(relative_error_vs_float(w, x, m, cpu_want), relative_error_vs_float(w, x, m, want) * (1 + 1e-6));
       worst_a8 = std::max(worst_a8, relative_error_vs_float(w, x, m, want));
       EXPECT_LE(relative_error_vs_float(w, x, m, want), kW8A8Bound);
       // vnpu: W8A8 reads i8/i8s and equals the A8 reference exactly; W4A4

@@ -89,6 +89,9 @@ TEST(Orkpack, RoundTrip) {
   EXPECT_FLOAT_EQ(m->spec.error, 0.01f);
   EXPECT_EQ(m->data[5], static_cast<uint8_t>(5 * 37));
   EXPECT_EQ(m->scales[2], 2.0f);
+  EXPECT_TRUE(m->scales_f16);  // 0.5, 0.25 and 2 are f16 values: 2 bytes a row
+  EXPECT_EQ(m->scales_size, 6u);
+  EXPECT_EQ(m->memory_bytes(), m->data_size + 12);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(m->data) % kOrkpackAlign, 0u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(m->scales) % kOrkpackAlign, 0u);
   const OrkpackTensor* v = pack->find_tensor("output_norm.weight");
@@ -98,6 +101,66 @@ TEST(Orkpack, RoundTrip) {
   dequantize_tier_row(v->view(), 0, row.data());
   EXPECT_EQ(row[4], 5.0f);
   EXPECT_TRUE(OrkpackFile::sniff_file(path));
+}
+
+// One i8 tensor of 3 rows with the given scales.
+std::string write_scales(const std::string& name, const std::vector<float>& scales) {
+  const std::string path = temp_path(name);
+  auto w = OrkpackWriter::create(path, sample_metadata());
+  EXPECT_TRUE(w.is_ok());
+  OrkpackTensorSpec m{"blk.0.attn_k.weight", Tier::kI8, OrkLayout::kRowMajor, {32, 3}, 32, 0, 0.0f};
+  EXPECT_TRUE(w->add_tensor(m, std::vector<uint8_t>(tier_data_bytes(Tier::kI8, 3, 32), 1), scales).is_ok());
+  EXPECT_TRUE(w->finish().is_ok());
+  return path;
+}
+
+TEST(Orkpack, ScalesThatAreNotAllF16ValuesStayF32) {
+  // 0.1 is no f16 value: the tensor keeps every scale in f32, exactly.
+  const std::vector<float> scales = {0.5f, 0.1f, 1e-6f};
+  auto pack = OrkpackFile::open(write_scales("f32-scales.orkpack", scales));
+  ASSERT_TRUE(pack.is_ok()) << pack.status().to_string();
+  const OrkpackTensor& t = pack->tensors()[0];
+  EXPECT_FALSE(t.scales_f16);
+  EXPECT_EQ(t.scales_size, 12u);
+  EXPECT_EQ(std::vector<float>(t.scales, t.scales + 3), scales);
+  EXPECT_FALSE(f16_scales_exact(scales));
+  EXPECT_EQ(orkpack_scale_bytes(scales), 12u);
+  // f16 subnormals and zero are f16 values too.
+  const std::vector<float> halves = {0.0f, 5.9604644775390625e-08f, 65504.0f};  // 2^-24: the least subnormal
+  EXPECT_TRUE(f16_scales_exact(halves));
+  auto small = OrkpackFile::open(write_scales("f16-edge-scales.orkpack", halves));
+  ASSERT_TRUE(small.is_ok());
+  EXPECT_TRUE(small->tensors()[0].scales_f16);
+  EXPECT_EQ(std::vector<float>(small->tensors()[0].scales, small->tensors()[0].scales + 3), halves);
+}
+
+// A version 1 file (ork before f16 scales) is still read; f16-sized scales
+// in one are refused.
+TEST(Orkpack, ReadsVersion1) {
+  std::vector<uint8_t> v1 = read_bytes(write_scales("v1.orkpack", {0.5f, 0.1f, 3.0f}));
+  poke<uint32_t>(v1, 8, 1);
+  auto pack = OrkpackFile::parse(MappedFile::from_bytes(v1, "v1.orkpack"));
+  ASSERT_TRUE(pack.is_ok()) << pack.status().to_string();
+  EXPECT_EQ(pack->version(), 1u);
+  EXPECT_EQ(pack->tensors()[0].scales[1], 0.1f);
+  std::vector<uint8_t> v1_f16 = read_bytes(write_scales("v1-f16.orkpack", {0.5f, 0.25f, 3.0f}));
+  poke<uint32_t>(v1_f16, 8, 1);
+  const Status s = OrkpackFile::parse(MappedFile::from_bytes(v1_f16, "v1-f16.orkpack")).status();
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt) << s.to_string();
+  EXPECT_NE(s.message().find("6 scale bytes, 12 expected (f32)"), std::string::npos) << s.message();
+}
+
+TEST(Orkpack, KeptOnDiskLeavesWidenedScalesInMemory) {
+  const std::string path = write_sample("keep.orkpack");
+  auto pack = OrkpackFile::open(path);
+  ASSERT_TRUE(pack.is_ok());
+  ASSERT_TRUE(pack->keep_on_disk([](const OrkpackTensor& t) { return t.spec.tier == Tier::kF32; }).is_ok());
+  const OrkpackTensor* m = pack->find_tensor("blk.0.attn_q.weight");
+  ASSERT_NE(m, nullptr);
+  ASSERT_NE(m->scales, nullptr);
+  EXPECT_EQ(std::vector<float>(m->scales, m->scales + 3), (std::vector<float>{0.5f, 0.25f, 2.0f}));
+  EXPECT_EQ(m->data[5], static_cast<uint8_t>(5 * 37));
+  EXPECT_EQ(pack->find_tensor("output_norm.weight")->data, nullptr);
 }
 
 TEST(Orkpack, WriterRemovesItsTempFileWhenAbandoned) {
@@ -151,8 +214,28 @@ TEST_F(OrkpackCorrupt, BadMagic) {
 }
 
 TEST_F(OrkpackCorrupt, FutureVersion) {
-  poke<uint32_t>(bytes_, 8, 2);
-  expect_error(parse(bytes_), StatusCode::kUnsupported, "version 2");
+  poke<uint32_t>(bytes_, 8, kOrkpackVersion + 1);
+  expect_error(parse(bytes_), StatusCode::kUnsupported, fmt::format("version {}", kOrkpackVersion + 1));
+  poke<uint32_t>(bytes_, 8, 0);
+  expect_error(parse(bytes_), StatusCode::kUnsupported, "version 0");
+}
+
+// The sample's i4 tensor keeps f16 scales: a NaN or an infinity among them
+// is refused at open, naming the tensor and the row.
+TEST_F(OrkpackCorrupt, NonFiniteF16Scale) {
+  const size_t scales_offset_field = first_entry_fields(bytes_) + 12 + 16 + 8 + 8 + 8 + 8;
+  const size_t at = peek<uint64_t>(bytes_, 48) + peek<uint64_t>(bytes_, scales_offset_field);
+  ASSERT_EQ(peek<uint64_t>(bytes_, scales_offset_field + 8), 6u);  // scales_size: f16
+  poke<uint16_t>(bytes_, at + 2, 0x7C00);                          // row 1: +inf
+  expect_error(parse(bytes_), StatusCode::kCorrupt, "tensor 'blk.0.attn_q.weight': the scale of row 1 is inf");
+  poke<uint16_t>(bytes_, at + 2, 0x7E00);
+  expect_error(parse(bytes_), StatusCode::kCorrupt, "the scale of row 1 is nan");
+}
+
+TEST_F(OrkpackCorrupt, ScaleSizeNeitherF16NorF32) {
+  const size_t scales_size_field = first_entry_fields(bytes_) + 12 + 16 + 8 + 8 + 8 + 8 + 8;
+  poke<uint64_t>(bytes_, scales_size_field, 9);
+  expect_error(parse(bytes_), StatusCode::kCorrupt, "9 scale bytes, 12 expected (f32) or 6 (f16)");
 }
 
 TEST_F(OrkpackCorrupt, TruncatedAnywhere) {

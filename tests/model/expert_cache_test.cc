@@ -125,6 +125,10 @@ TEST(ExpertCache, TrainedMoeIsBitIdenticalAtAnyBudget) {
   const std::string path = pack(testing::testdata("models/sotu-moe-f32.gguf"), "experts-sotu.orkpack", ".=i4");
   auto resident = Model::load(path, MappedFile::Residency::kResident);
   ASSERT_TRUE(resident.is_ok());
+  // The experts keep f16 scales in the file: the cache widens them as it reads.
+  const OrkpackTensor* expert = (*resident)->orkpack()->find_tensor("blk.0.ffn_up_exps.weight.e0");
+  ASSERT_NE(expert, nullptr);
+  EXPECT_TRUE(expert->scales_f16);
   const std::vector<int32_t> ids = {1, 111, 89, 352, 1194, 40, 7, 300};
   const Transcript want = transcribe(**resident, ids, 24);
   const Transcript want_ref = transcribe(**resident, ids, 6, /*fast=*/false);
@@ -219,7 +223,12 @@ TEST(ExpertCache, AnExpertsBadValuesAreAnErrorWhenRead) {
       ASSERT_NE(t, nullptr);
       ASSERT_GT(t->scales_size, 0u);
       f.seekp(static_cast<std::streamoff>(pack->data_section_offset() + t->scales_offset));
-      f.write(reinterpret_cast<const char*>(&nan), 4);
+      const uint16_t nan16 = 0x7E00;  // f16 scales: the cache widens them, then checks
+      if (t->scales_f16) {
+        f.write(reinterpret_cast<const char*>(&nan16), 2);
+      } else {
+        f.write(reinterpret_cast<const char*>(&nan), 4);
+      }
     }
   }
   EXPECT_FALSE(Model::load(path).is_ok()) << "a whole load checks every tensor";

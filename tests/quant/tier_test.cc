@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "core/half.h"
 #include "quant/planes.h"
 #include "quant/rotation.h"
 #include "quant/scale_search.h"
@@ -94,6 +95,37 @@ TEST(Tiers, ScaleSearchBeatsAbsmax) {
     }
   }
   EXPECT_LT(searched, 0.9 * absmax);  // measured: 0.84 on this Student-t matrix
+}
+
+// Every scale the search picks in f16's normal range is an f16 value (an
+// orkpack then keeps the scales in 2 bytes a row), i8s's included, whose
+// least scale it rounds up to; scales outside that range stay f32.
+TEST(Tiers, ScaleSearchPicksF16Values) {
+  auto is_f16 = [](float s) { return f16_to_f32(f32_to_f16(s)) == s; };
+  for (float magnitude : {0.01f, 1.0f, 300.0f}) {
+    const auto w = make_test_matrix(MatrixKind::kStudentT4, 16, 256, 5);
+    for (int64_t r = 0; r < 16; ++r) {
+      std::vector<float> row(w.begin() + r * 256, w.begin() + (r + 1) * 256);
+      for (float& v : row) v *= magnitude;
+      float amax = 0;
+      for (float v : row) amax = std::max(amax, std::fabs(v));
+      for (const Grid& grid : {Grid::integers(-8, 7), Grid::integers(-128, 127)}) {
+        const ScaleChoice c = search_scale(row.data(), nullptr, 256, grid);
+        EXPECT_TRUE(is_f16(c.scale)) << c.scale;
+      }
+      const float least = amax / 7.4375f;
+      const ScaleChoice i8s = search_scale(row.data(), nullptr, 256, Grid::integers(-128, 127), least);
+      EXPECT_TRUE(is_f16(i8s.scale)) << i8s.scale;
+      EXPECT_GE(i8s.scale, least);
+    }
+  }
+  // Weights so small that the scale is below f16's least normal: f32.
+  std::vector<float> tiny(64);
+  for (size_t j = 0; j < tiny.size(); ++j) tiny[j] = 1e-7f * static_cast<float>(static_cast<int>(j % 9) - 4);
+  const ScaleChoice c = search_scale(tiny.data(), nullptr, 64, Grid::integers(-8, 7));
+  EXPECT_GT(c.scale, 0.0f);
+  EXPECT_LT(c.scale, 6.1e-5f);
+  EXPECT_FALSE(is_f16(c.scale) && c.scale > 6.103515625e-05f);
 }
 
 // The codebook's nearest level (Grid::index, branch-free) against a plain

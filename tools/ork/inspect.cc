@@ -79,8 +79,8 @@ int inspect_orkpack(const InspectOptions& opt) {
     return it != source_type.end() ? it->second : "?";
   };
   if (!opt.no_tensors) {
-    fmt::print("\ntensors ({}):\n  {:<36} {:<7} {:<6} {:<18} {:>8} {:>6} {:>12} {:>7} {:>10}\n", p.tensors().size(), "name",
-               "source", "tier", "shape (ne)", "k_stored", "rot", "bytes", "bpw", "rel.error");
+    fmt::print("\ntensors ({}):\n  {:<36} {:<7} {:<6} {:<6} {:<18} {:>8} {:>6} {:>12} {:>7} {:>10}\n", p.tensors().size(),
+               "name", "source", "tier", "scales", "shape (ne)", "k_stored", "rot", "bytes", "bpw", "rel.error");
     for (const OrkpackTensor& t : p.tensors()) {
       std::string shape = "[";
       uint64_t elems = 1;
@@ -90,8 +90,9 @@ int inspect_orkpack(const InspectOptions& opt) {
       }
       shape += "]";
       const uint64_t bytes = t.data_size + t.scales_size;
-      fmt::print("  {:<36} {:<7} {:<6} {:<18} {:>8} {:>6} {:>12} {:>7.3f} {:>10.3g}\n", escape_text(t.spec.name),
-                 escape_text(source_of(t.spec.name)), tier_name(t.spec.tier), shape,
+      const char* scales = t.scales_size == 0 ? "-" : t.scales_f16 ? "f16" : "f32";
+      fmt::print("  {:<36} {:<7} {:<6} {:<6} {:<18} {:>8} {:>6} {:>12} {:>7.3f} {:>10.3g}\n", escape_text(t.spec.name),
+                 escape_text(source_of(t.spec.name)), tier_name(t.spec.tier), scales, shape,
                  t.spec.k_stored, t.spec.rotation_block, bytes, 8.0 * static_cast<double>(bytes) / static_cast<double>(elems),
                  t.spec.error);
     }

@@ -23,7 +23,11 @@
 
 namespace ork {
 
-inline constexpr uint32_t kOrkpackVersion = 1;
+// Version 2 lets a tensor keep its per-row scales in f16 (scales_size rows
+// x 2) where every one of them is an f16 value; version 1 files (always
+// rows x 4, f32) are still read.
+inline constexpr uint32_t kOrkpackVersion = 2;
+inline constexpr uint32_t kOrkpackOldestVersion = 1;
 inline constexpr uint64_t kOrkpackAlign = 128;   // every plane and scale array
 inline constexpr uint64_t kOrkpackPage = 4096;   // start of the data section
 
@@ -45,11 +49,18 @@ struct OrkpackTensorSpec {
 
 struct OrkpackTensor {
   OrkpackTensorSpec spec;
-  uint64_t data_offset = 0, data_size = 0, scales_offset = 0, scales_size = 0;
+  uint64_t data_offset = 0, data_size = 0, scales_offset = 0, scales_size = 0;  // as in the file
+  // The file holds the scales as f16 (scales_size = rows x 2). OrkpackFile
+  // widens them into memory of its own at open, so `scales` is f32 either
+  // way - except for a tensor whose check was left to its reader, which
+  // reads and widens them itself (scales then null).
+  bool scales_f16 = false;
   const uint8_t* data = nullptr;   // into the mapping
   const float* scales = nullptr;   // null for float tiers
 
   TierTensor view() const { return {spec.tier, data, scales, spec.rows(), spec.k_stored}; }
+  // Bytes it takes in memory once read: its scales as f32.
+  uint64_t memory_bytes() const { return data_size + (scales_f16 ? 2 * scales_size : scales_size); }
 };
 
 class OrkpackFile {
@@ -98,7 +109,17 @@ class OrkpackFile {
   GgufFile metadata_;
   std::vector<OrkpackTensor> tensors_;
   std::map<std::string, size_t> index_;
+  HugePages widened_;  // the f16 scales, as f32
 };
+
+// Bytes a tensor's per-row scales take in a file: rows x 2 when every one
+// is an f16 value (f16_scales_exact), else rows x 4.
+bool f16_scales_exact(std::span<const float> scales);
+inline uint64_t orkpack_scale_bytes(std::span<const float> scales) {
+  return scales.size() * (f16_scales_exact(scales) ? 2 : 4);
+}
+// Widens n f16 scales at `from` (any alignment) into `to`.
+void widen_f16_scales(const uint8_t* from, uint64_t n, float* to);
 
 // A tensor's values that would make every output NaN - a scale or a float
 // weight that is not finite, a carried block's scale that is not, or a
@@ -123,7 +144,8 @@ class OrkpackWriter {
   static Result<OrkpackWriter> create(const std::string& path, const std::vector<uint8_t>& metadata);
 
   // Appends one tensor: `data` of tier_data_bytes(), `scales` of rows floats
-  // for quantized tiers (empty for f16/f32).
+  // for quantized tiers (empty for f16/f32), written as f16 when every one
+  // is an f16 value (the scale search rounds them so), else as f32.
   Status add_tensor(const OrkpackTensorSpec& spec, std::span<const uint8_t> data, std::span<const float> scales);
   // Writes the directory and header and moves the file into place.
   Status finish();

@@ -24,7 +24,9 @@ T load(const uint8_t* p) {
 
 bool in_range(uint64_t offset, uint64_t size, uint64_t limit) { return offset <= limit && size <= limit - offset; }
 
-Status read_entry(ByteCursor& cur, uint64_t data_size, OrkpackTensor* e) {
+uint64_t rounded_up(uint64_t n) { return (n + kOrkpackAlign - 1) / kOrkpackAlign * kOrkpackAlign; }
+
+Status read_entry(ByteCursor& cur, uint32_t version, uint64_t data_size, OrkpackTensor* e) {
   OrkpackTensorSpec& s = e->spec;
   ORK_RETURN_IF_ERROR(cur.read_string(&s.name, "tensor name", 4096));
   const std::string t = fmt::format("tensor '{}'", s.name);
@@ -73,9 +75,12 @@ Status read_entry(ByteCursor& cur, uint64_t data_size, OrkpackTensor* e) {
   const uint64_t rows = elems / s.dims[0];
   const uint64_t want = tier_data_bytes(s.tier, static_cast<int64_t>(rows), s.k_stored);
   if (e->data_size != want) return bad(fmt::format("{} data bytes, {} expected for its tier and shape", e->data_size, want));
-  const uint64_t want_scales = tier_info(s.tier).has_scales ? rows * 4 : 0;
-  if (e->scales_size != want_scales) {
-    return bad(fmt::format("{} scale bytes, {} expected", e->scales_size, want_scales));
+  const bool has_scales = tier_info(s.tier).has_scales;
+  e->scales_f16 = has_scales && version >= 2 && e->scales_size == rows * 2;
+  if (e->scales_size != (has_scales ? rows * 4 : 0) && !e->scales_f16) {
+    return bad(has_scales ? fmt::format("{} scale bytes, {} expected (f32){}", e->scales_size, rows * 4,
+                                        version >= 2 ? fmt::format(" or {} (f16)", rows * 2) : std::string())
+                          : fmt::format("{} scale bytes, 0 expected for tier {}", e->scales_size, tier_name(s.tier)));
   }
   if (e->data_offset % kOrkpackAlign != 0 || e->scales_offset % kOrkpackAlign != 0) {
     return bad(fmt::format("data at {} or scales at {} not on a {}-byte boundary", e->data_offset, e->scales_offset,
@@ -89,6 +94,14 @@ Status read_entry(ByteCursor& cur, uint64_t data_size, OrkpackTensor* e) {
 }
 
 }  // namespace
+
+void widen_f16_scales(const uint8_t* from, uint64_t n, float* to) {
+  for (uint64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, from + 2 * i, 2);
+    to[i] = f16_to_f32(h);
+  }
+}
 
 bool OrkpackFile::sniff(const uint8_t* data, size_t size) {
   return size >= sizeof kMagic && std::memcmp(data, kMagic, sizeof kMagic) == 0;
@@ -111,10 +124,9 @@ Status orkpack_check_values(const OrkpackTensor& e) {
     return error(StatusCode::kCorrupt, "tensor '{}': {} {} is {}; ork refuses values that are not finite",
                  escape_text(e.spec.name), what, index, v);
   };
-  for (uint64_t r = 0; r < e.scales_size / 4; ++r) {
-    float v;
-    std::memcpy(&v, reinterpret_cast<const uint8_t*>(e.scales) + 4 * r, 4);
-    if (!std::isfinite(v)) return bad("the scale of row", r, v);
+  const uint64_t n_scales = e.scales != nullptr ? static_cast<uint64_t>(e.spec.rows()) : 0;
+  for (uint64_t r = 0; r < n_scales; ++r) {
+    if (!std::isfinite(e.scales[r])) return bad("the scale of row", r, e.scales[r]);
   }
   switch (e.spec.tier) {
     case Tier::kF32:
@@ -198,10 +210,10 @@ Result<OrkpackFile> OrkpackFile::parse(MappedFile file, const std::function<bool
   auto fail = [&](StatusCode code, const std::string& msg) { return Status(code, name + ": " + msg); };
   if (size < 64 || !sniff(base, size)) return fail(StatusCode::kCorrupt, "not an orkpack file (bad magic or too short)");
   pack.version_ = load<uint32_t>(base + 8);
-  if (pack.version_ != kOrkpackVersion) {
+  if (pack.version_ < kOrkpackOldestVersion || pack.version_ > kOrkpackVersion) {
     return fail(StatusCode::kUnsupported,
-                fmt::format("orkpack version {} is not supported (this ork reads version {}); repack it with this ork",
-                            pack.version_, kOrkpackVersion));
+                fmt::format("orkpack version {} is not supported (this ork reads versions {} to {}); repack it with this ork",
+                            pack.version_, kOrkpackOldestVersion, kOrkpackVersion));
   }
   if (load<uint32_t>(base + 12) != 64) return fail(StatusCode::kCorrupt, "header size is not 64");
   const auto meta_off = load<uint64_t>(base + 16), meta_size = load<uint64_t>(base + 24);
@@ -232,15 +244,38 @@ Result<OrkpackFile> OrkpackFile::parse(MappedFile file, const std::function<bool
   if (!s.is_ok()) return s.with_context(name);
   if (count > dir_size / 64) return fail(StatusCode::kCorrupt, fmt::format("tensor count {} cannot fit the directory", count));
   pack.tensors_.resize(count);
+  std::vector<bool> later(count);
+  uint64_t widened_bytes = 0;
   for (uint64_t i = 0; i < count; ++i) {
     OrkpackTensor& e = pack.tensors_[i];
-    if (!(s = read_entry(cur, data_size, &e)).is_ok()) return s.with_context(name);
+    if (!(s = read_entry(cur, pack.version_, data_size, &e)).is_ok()) return s.with_context(name);
     e.data = base + data_off + e.data_offset;
     e.scales = e.scales_size > 0 ? reinterpret_cast<const float*>(base + data_off + e.scales_offset) : nullptr;
     if (!pack.index_.emplace(e.spec.name, i).second) {
       return fail(StatusCode::kCorrupt, fmt::format("tensor '{}' appears twice", escape_text(e.spec.name)));
     }
-    if (check_later && check_later(e.spec.name)) continue;
+    later[i] = check_later && check_later(e.spec.name);
+    if (e.scales_f16 && !later[i]) widened_bytes += rounded_up(e.scales_size * 2);
+  }
+  // f16 scales widen into memory of the file's own: every reader takes f32.
+  if (widened_bytes > 0) {
+    pack.widened_ = HugePages(widened_bytes);
+    if (pack.widened_.data() == nullptr) {
+      return fail(StatusCode::kResourceExhausted, fmt::format("cannot allocate {} bytes for the widened scales", widened_bytes));
+    }
+  }
+  uint8_t* to = pack.widened_.data();
+  for (uint64_t i = 0; i < count; ++i) {
+    OrkpackTensor& e = pack.tensors_[i];
+    if (e.scales_f16) {
+      const auto* from = reinterpret_cast<const uint8_t*>(e.scales);
+      e.scales = nullptr;
+      if (later[i]) continue;  // its reader widens them
+      widen_f16_scales(from, static_cast<uint64_t>(e.spec.rows()), reinterpret_cast<float*>(to));
+      e.scales = reinterpret_cast<const float*>(to);
+      to += rounded_up(e.scales_size * 2);
+    }
+    if (later[i]) continue;
     if (Status finite = orkpack_check_values(e); !finite.is_ok()) return finite.with_context(name);
   }
   return pack;
@@ -248,10 +283,12 @@ Result<OrkpackFile> OrkpackFile::parse(MappedFile file, const std::function<bool
 
 Status OrkpackFile::keep_on_disk(const std::function<bool(const OrkpackTensor&)>& on_disk) {
   if (file_.resident() || arena_.data() != nullptr) return Status::ok();
-  auto rounded = [](uint64_t n) { return (n + kOrkpackAlign - 1) / kOrkpackAlign * kOrkpackAlign; };
+  auto rounded = rounded_up;
+  // Widened scales are in memory already: only f32 ones are copied.
+  auto copied_scales = [](const OrkpackTensor& t) { return t.scales_f16 ? 0 : t.scales_size; };
   uint64_t bytes = 0;
   for (const OrkpackTensor& t : tensors_) {
-    if (!on_disk(t)) bytes += rounded(t.data_size) + rounded(t.scales_size);
+    if (!on_disk(t)) bytes += rounded(t.data_size) + rounded(copied_scales(t));
   }
   HugePages arena(std::max<uint64_t>(bytes, 1));
   if (arena.data() == nullptr) {
@@ -268,7 +305,7 @@ Status OrkpackFile::keep_on_disk(const std::function<bool(const OrkpackTensor&)>
     std::memcpy(at, t.data, t.data_size);
     t.data = at;
     at += rounded(t.data_size);
-    if (t.scales != nullptr) {
+    if (t.scales != nullptr && !t.scales_f16) {
       std::memcpy(at, t.scales, t.scales_size);
       t.scales = reinterpret_cast<const float*>(at);
       at += rounded(t.scales_size);

@@ -1,6 +1,15 @@
 #include "format/orkpack/orkpack.h"
 
+#include <algorithm>
+
+#include "core/half.h"
+
 namespace ork {
+
+bool f16_scales_exact(std::span<const float> scales) {
+  return std::all_of(scales.begin(), scales.end(),
+                     [](float s) { return bits_from_f32(f16_to_f32(f32_to_f16(s))) == bits_from_f32(s); });
+}
 
 int64_t OrkpackTensorSpec::rows() const {
   int64_t rows = 1;
@@ -50,8 +59,15 @@ Status OrkpackWriter::add_tensor(const OrkpackTensorSpec& spec, std::span<const 
   if (!scales.empty()) {
     ORK_RETURN_IF_ERROR(pad_to(kOrkpackAlign));
     e.scales_offset = pos_ - data_start_;
-    e.scales_size = scales.size() * 4;
-    ORK_RETURN_IF_ERROR(write(scales.data(), e.scales_size));
+    e.scales_size = orkpack_scale_bytes(scales);
+    if (e.scales_size == scales.size() * 4) {
+      ORK_RETURN_IF_ERROR(write(scales.data(), e.scales_size));
+    } else {
+      std::vector<uint16_t> halves(scales.size());
+      std::transform(scales.begin(), scales.end(), halves.begin(), f32_to_f16);
+      ORK_RETURN_IF_ERROR(write(halves.data(), e.scales_size));
+      e.scales_f16 = true;
+    }
   }
   entries_.push_back(std::move(e));
   return Status::ok();
