@@ -42,6 +42,7 @@ struct BenchOptions {
   bool i8s_high_only = false;
   bool pair = false;
   bool probe_only = false;
+  int parallel = 1;  // --parallel N: N sequences decoding together as well
 };
 
 double now_s() {
@@ -125,6 +126,34 @@ std::string perf_model_json(const NpuCli& npu, ThreadPool& pool) {
   auto cached = PerfModel::load(PerfModel::cache_path(pool.size()));
   if (!cached.is_ok()) return ", \"perf_model\": {\"calibrated\": false, \"note\": \"run ork calibrate\"}";
   return ", \"perf_model\": " + cached->json();
+}
+
+// --parallel N: N sequences, each given the same depth and prompt as the
+// single stream (untimed), decode together - each step one batch of N
+// tokens through Context::eval_together, the weights read once for all, as
+// `ork serve --parallel N` batches its slots. Returns the tokens a second
+// summed over the sequences.
+Result<double> decode_together(const Model& model, int n, int n_ctx, int n_depth, std::span<const int32_t> prompt,
+                               int n_gen, std::mt19937& rng, std::uniform_int_distribution<int32_t>& tok) {
+  std::vector<std::unique_ptr<Context>> streams;
+  std::vector<Context*> contexts;
+  std::vector<float> logits;
+  for (int i = 0; i < n; ++i) {
+    streams.push_back(std::make_unique<Context>(model, n_ctx));
+    ORK_RETURN_IF_ERROR(streams.back()->set_kv_types(cache_types()));
+    if (n_depth > 0) ORK_RETURN_IF_ERROR(fill_depth(*streams.back(), n_depth, rng, tok));
+    if (!prompt.empty()) ORK_RETURN_IF_ERROR(streams.back()->eval(prompt, logits));
+    contexts.push_back(streams.back().get());
+  }
+  std::vector<int32_t> step(static_cast<size_t>(n));
+  std::vector<std::span<const int32_t>> tokens;
+  for (int i = 0; i < n; ++i) tokens.emplace_back(&step[static_cast<size_t>(i)], 1);
+  const double t0 = now_s();
+  for (int g = 0; g < n_gen; ++g) {
+    for (auto& t : step) t = tok(rng);
+    ORK_RETURN_IF_ERROR(Context::eval_together(contexts, tokens, logits));
+  }
+  return static_cast<double>(n) * n_gen / (now_s() - t0);
 }
 
 // --pair: decode with the NPU against the CPU alone doing the same CPU
@@ -274,6 +303,11 @@ int bench(BenchOptions& o) {
   if (o.pair) {
     return bench_pairs(o, *model, n_ctx, n_prompt_used, probe, bws, rng, tok);
   }
+  if (o.parallel > 1 && (o.n_gen == 0 || npu_cli.engine() != nullptr)) {
+    return fail(o.n_gen == 0 ? "bench --parallel measures decode: -n must be > 0"
+                              : "bench --parallel runs on the CPU alone: leave out --npu");
+  }
+  std::vector<double> together, together_ratio;  // --parallel: summed tok/s, and over the rep's one stream
   for (int r = 0; r < o.reps; ++r) {
     Context ctx(*model, n_ctx);
     if (Status st = ctx.set_kv_types(cache_types()); !st.is_ok()) return fail(st.to_string());
@@ -304,6 +338,12 @@ int bench(BenchOptions& o) {
     }
     tg.push_back(o.n_gen / (now_s() - t1));
     if (cache != nullptr) add_expert_stats(decode_cache, expert_stats_since(cache->stats(), cache0));
+    if (o.parallel > 1) {
+      auto n = decode_together(*model, o.parallel, n_ctx, o.n_depth, prompt, o.n_gen, rng, tok);
+      if (!n.is_ok()) return fail(n.status().to_string());
+      together.push_back(*n);
+      together_ratio.push_back(*n / tg.back());
+    }
     ctx.set_profile(nullptr);
     decode_stats.add(ctx.dispatch_stats());
     ctx.set_npu(nullptr);
@@ -318,6 +358,7 @@ int bench(BenchOptions& o) {
     std::string line = fmt::format("  rep {}/{}:", r + 1, o.reps);
     if (!pp.empty()) line += fmt::format(" pp {:.1f} tok/s,", pp.back());
     if (o.n_gen > 0) line += fmt::format(" tg {:.1f} tok/s,", tg.back());
+    if (!together.empty()) line += fmt::format(" {} together {:.1f} tok/s ({:.2f}x),", o.parallel, together.back(), together_ratio.back());
     line += fmt::format(" read bandwidth {:.2f} GB/s", bws.back());
     if (o.n_gen > 0) line += fmt::format(", decode at {:.1f} % of it", 100.0 * fractions.back());
     std::fprintf(stderr, "%s\n", line.c_str());
@@ -331,6 +372,14 @@ int bench(BenchOptions& o) {
   const Summary b = summarize(bws), f = summarize(fractions);
   const double bw = b.median;
   const char* target = cpu::current_target();
+  const Summary pt = together.empty() ? Summary{} : summarize(together),
+                pr = together_ratio.empty() ? Summary{} : summarize(together_ratio);
+  const std::string parallel_json =
+      together.empty() ? std::string()
+                       : fmt::format(", \"tg_parallel\": {{\"sequences\": {}, \"tok_s_median\": {:.3f}, \"tok_s_min\": {:.3f}, "
+                                     "\"tok_s_max\": {:.3f}, \"ratio_to_one_median\": {:.4f}, \"ratio_to_one_min\": {:.4f}, "
+                                     "\"ratio_to_one_max\": {:.4f}}}",
+                                     o.parallel, pt.median, pt.min, pt.max, pr.median, pr.min, pr.max);
   if (o.json) {
     std::printf("{\"model\": \"%s\", \"resident\": %s, \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f}, "
                 "\"depth\": %d, \"cache_type_k\": \"%s\", \"cache_type_v\": \"%s\", \"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
@@ -339,7 +388,7 @@ int bench(BenchOptions& o) {
                 "\"recurrent_bytes_per_token\": %llu, "
                 "\"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, "
                 "\"roofline_fraction_min\": %.4f, \"roofline_fraction_max\": %.4f, \"read_gbps_min\": %.2f, \"read_gbps_max\": %.2f, "
-                "\"reps\": %d%s%s}\n",
+                "\"reps\": %d%s%s%s}\n",
                 model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_depth,
                 kv_type_name(cache_types().k), kv_type_name(cache_types().v), o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
@@ -349,7 +398,8 @@ int bench(BenchOptions& o) {
                              perf_model_json(npu_cli, pool)).c_str(),
                 cache != nullptr
                     ? (", \"experts\": " + expert_stats_json(decode_cache, static_cast<uint64_t>(o.n_gen) * o.reps)).c_str()
-                    : "");
+                    : "",
+                parallel_json.c_str());
     if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
     return 0;
   }
@@ -375,6 +425,11 @@ int bench(BenchOptions& o) {
                 static_cast<double>(bpt) / 1e6, static_cast<double>(weight_bpt) / 1e6, kv_bytes / 1e6,
                 kv_type_name(cache_types().k), kv_type_name(cache_types().v), rec_bytes > 0 ? fmt::format(", recurrent state {:.2f}", rec_bytes / 1e6).c_str() : "", used,
                 100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
+    if (!together.empty()) {
+      std::printf("decode  %d together %7.2f tok/s summed (min %.2f, max %.2f): %.2fx one sequence's decode (median of "
+                  "each repetition's ratio; %.2f-%.2f), %.2f tok/s each\n",
+                  o.parallel, pt.median, pt.min, pt.max, pr.median, pr.min, pr.max, pt.median / o.parallel);
+    }
   } else {
     std::printf("decode           not measured (-n 0)\n");
   }
@@ -415,6 +470,12 @@ Runner add_bench(CLI::App& app) {
   app.add_flag("--probe", o->probe_only,
                "Measure the read bandwidth alone (best of 5 reads of 1 GiB, -t threads) and exit: the limit the "
                "ratios divide by, for a script that runs another engine between ork's runs");
+  app.add_option("--parallel", o->parallel,
+                 "Also decode this many sequences together (also -np), each step one batch of their tokens with the "
+                 "weights read once, as `ork serve --parallel` batches its slots: their summed tok/s and its ratio to "
+                 "one sequence's decode in the same repetition (CPU only)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   add_load_flags(app, o->mmap);
   add_cache_type_flags(app);
   return [o] { return bench(*o); };
