@@ -134,7 +134,8 @@ std::string perf_model_json(const NpuCli& npu, ThreadPool& pool) {
 // `ork serve --parallel N` batches its slots. Returns the tokens a second
 // summed over the sequences.
 Result<double> decode_together(const Model& model, int n, int n_ctx, int n_depth, std::span<const int32_t> prompt,
-                               int n_gen, std::mt19937& rng, std::uniform_int_distribution<int32_t>& tok) {
+                               int n_gen, std::mt19937& rng, std::uniform_int_distribution<int32_t>& tok,
+                               Context::Profile* profile) {
   std::vector<std::unique_ptr<Context>> streams;
   std::vector<Context*> contexts;
   std::vector<float> logits;
@@ -148,12 +149,15 @@ Result<double> decode_together(const Model& model, int n, int n_ctx, int n_depth
   std::vector<int32_t> step(static_cast<size_t>(n));
   std::vector<std::span<const int32_t>> tokens;
   for (int i = 0; i < n; ++i) tokens.emplace_back(&step[static_cast<size_t>(i)], 1);
+  contexts[0]->set_profile(profile);  // the batch's phases are timed by its first context
   const double t0 = now_s();
   for (int g = 0; g < n_gen; ++g) {
     for (auto& t : step) t = tok(rng);
     ORK_RETURN_IF_ERROR(Context::eval_together(contexts, tokens, logits));
   }
-  return static_cast<double>(n) * n_gen / (now_s() - t0);
+  const double seconds = now_s() - t0;
+  contexts[0]->set_profile(nullptr);
+  return static_cast<double>(n) * n_gen / seconds;
 }
 
 // --pair: decode with the NPU against the CPU alone doing the same CPU
@@ -308,6 +312,7 @@ int bench(BenchOptions& o) {
                               : "bench --parallel runs on the CPU alone: leave out --npu");
   }
   std::vector<double> together, together_ratio;  // --parallel: summed tok/s, and over the rep's one stream
+  Context::Profile together_profile;
   for (int r = 0; r < o.reps; ++r) {
     Context ctx(*model, n_ctx);
     if (Status st = ctx.set_kv_types(cache_types()); !st.is_ok()) return fail(st.to_string());
@@ -339,7 +344,8 @@ int bench(BenchOptions& o) {
     tg.push_back(o.n_gen / (now_s() - t1));
     if (cache != nullptr) add_expert_stats(decode_cache, expert_stats_since(cache->stats(), cache0));
     if (o.parallel > 1) {
-      auto n = decode_together(*model, o.parallel, n_ctx, o.n_depth, prompt, o.n_gen, rng, tok);
+      auto n = decode_together(*model, o.parallel, n_ctx, o.n_depth, prompt, o.n_gen, rng, tok,
+                               o.profile ? &together_profile : nullptr);
       if (!n.is_ok()) return fail(n.status().to_string());
       together.push_back(*n);
       together_ratio.push_back(*n / tg.back());
@@ -437,6 +443,9 @@ int bench(BenchOptions& o) {
     print_expert_stats(stdout, "decode", decode_cache, static_cast<uint64_t>(o.n_gen) * static_cast<uint64_t>(o.reps));
   }
   if (o.profile && profile.tokens > 0) print_profile(stdout, profile, bw);
+  if (o.profile && together_profile.tokens > 0) {
+    print_profile(stdout, together_profile, bw, fmt::format("decode profile, {} together", o.parallel));
+  }
   npu_cli.report(stdout, decode_stats, prefill_stats, &model->config());
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
   return 0;

@@ -16,16 +16,16 @@ std::string rate(uint64_t bytes, double seconds, double probe_gbps) {
 
 }  // namespace
 
-void print_profile(std::FILE* out, const Context::Profile& profile, double probe_gbps) {
+void print_profile(std::FILE* out, const Context::Profile& profile, double probe_gbps, const std::string& title) {
   if (profile.tokens == 0) return;
   double total = 0, loops = 0;
   uint64_t bytes = 0;
   for (const Context::Profile::Entry& e : profile.phases) total += e.seconds, loops += e.loop_seconds, bytes += e.bytes;
   const auto tokens = static_cast<double>(profile.tokens);
   std::fprintf(out,
-               "decode profile   %llu tokens; per token, phase by phase (loops: the share of the phase's time in the\n"
+               "%-16s %llu tokens; per token, phase by phase (loops: the share of the phase's time in the\n"
                "                 pool's parallel loops; GB/s: the phase's bytes over its whole time)\n",
-               static_cast<unsigned long long>(profile.tokens));
+               title.c_str(), static_cast<unsigned long long>(profile.tokens));
   std::fprintf(out, "  %-22s %9s %7s %7s %10s %8s%s\n", "phase", "us/token", "share", "loops", "MB/token", "GB/s",
                probe_gbps > 0 ? "  of probe" : "");
   auto row = [&](const char* name, double seconds, double loop_seconds, uint64_t phase_bytes) {
