@@ -399,8 +399,9 @@ TEST_F(EveryTarget, DequantizeRowMatchesReference) {
   }
 }
 
-// The largest products each kind can form, with activations at +-127: the
-// int16 pair sums must not saturate.
+// The largest products each kind can form, with activations at +-127, for
+// one token and batches: the int16 pair sums must not saturate (nor the
+// unsigned nf4 codes of the dot product overflow).
 TEST_F(EveryTarget, ExtremeCodesDoNotSaturate) {
   const int64_t k = 256;
   for (CodeKind kind : kKinds) {
@@ -409,21 +410,25 @@ TEST_F(EveryTarget, ExtremeCodesDoNotSaturate) {
       const float one = 1.0f;
       QuantWeights w{kind, planes.data(), plane1_row_bytes(kind, k) > 0 ? planes.data() + plane0_row_bytes(kind, k) : nullptr,
                      &one, 1.0f, 1, k};
-      for (int8_t av : {int8_t{127}, int8_t{-127}}) {
-        std::vector<int8_t> q(static_cast<size_t>(k), av);
-        const float scale = 1.0f;
-        const int32_t sum = av * static_cast<int32_t>(k);
-        const QuantActs a{q.data(), &scale, &sum, k, 1};
-        float want = 0.0f;
-        ref::quant_matmul(w, a, &want, 1, 0, 1);
-        int64_t exact = 0;
-        for (int64_t j = 0; j < k; ++j) exact += static_cast<int64_t>(ref::weight_code(w, 0, j)) * av;
-        ASSERT_EQ(want, static_cast<float>(exact));
-        for (int t = 0; t < cpu::compiled_target_count(); ++t) {
-          cpu::force_target(t);
-          float got = 0.0f;
-          cpu::quant_matmul(w, a, &got, 1, 0, 1);
-          EXPECT_EQ(got, want) << cpu::target_name(t) << " " << kind_name(kind) << " fill=" << int{fill} << " a=" << int{av};
+      // One token (decode's tiles) and batches of 4 and 8 (the batch tiles).
+      for (int n : {1, 4, 8}) {
+        for (int8_t av : {int8_t{127}, int8_t{-127}}) {
+          std::vector<int8_t> q(static_cast<size_t>(n * k), av);
+          const std::vector<float> scale(static_cast<size_t>(n), 1.0f);
+          const std::vector<int32_t> sum(static_cast<size_t>(n), av * static_cast<int32_t>(k));
+          const QuantActs a{q.data(), scale.data(), sum.data(), k, n};
+          std::vector<float> want(static_cast<size_t>(n));
+          ref::quant_matmul(w, a, want.data(), 1, 0, 1);
+          int64_t exact = 0;
+          for (int64_t j = 0; j < k; ++j) exact += static_cast<int64_t>(ref::weight_code(w, 0, j)) * av;
+          ASSERT_EQ(want[0], static_cast<float>(exact));
+          for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+            cpu::force_target(t);
+            std::vector<float> got(static_cast<size_t>(n));
+            cpu::quant_matmul(w, a, got.data(), 1, 0, 1);
+            EXPECT_EQ(got, want) << cpu::target_name(t) << " " << kind_name(kind) << " fill=" << int{fill}
+                                 << " a=" << int{av} << " n=" << n;
+          }
         }
       }
     }

@@ -133,6 +133,10 @@ alignas(32) constexpr uint8_t kI5GroupByte[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 
 alignas(32) constexpr uint8_t kI6GroupByte[32] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
                                                   4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7};
 alignas(16) constexpr int8_t kNf4Table[16] = {-127, -88, -67, -50, -36, -23, -12, 0, 10, 20, 31, 43, 56, 71, 92, 127};
+// The same levels plus 128 (1 .. 255): nf4 as unsigned codes, for the dot
+// product that takes a full unsigned byte (Codes<kNf4, true>).
+alignas(16) constexpr uint8_t kNf4TableU8[16] = {1, 40, 61, 78, 92, 105, 116, 128, 138, 148, 159, 171, 184, 199, 220, 255};
+static_assert(kNf4TableU8[0] == kNf4Table[0] + 128 && kNf4TableU8[15] == kNf4Table[15] + 128, "the levels plus 128");
 
 // Ors bit 4 (i5) or bits 4 and 5 (i6) into nibble codes from `bits`, a
 // vector whose every 128-bit block holds the step's bit-plane bytes.
@@ -149,10 +153,22 @@ HWY_INLINE VU8 AddHighBits(VU8 nib, VU8 bits, const uint8_t* byte_table) {
   }
 }
 
-template <CodeKind K>
+// kNf4U8: nf4's codes plus 128, unsigned like the offset kinds (128 times
+// each token's code sum comes off once per row), for x86's vpdpbusd, which
+// multiplies a full unsigned byte into int32 directly: no |w| and sign per
+// activation vector (prefill's nf4 tile ran at 0.73 of i4's with them). Not
+// for the int16 pair path, where 255 * 127 pairs would saturate, nor for
+// ARM's sdot, which multiplies signed bytes. A row's int32 sum holds
+// 255 * 127 * K for any K below 66 000.
+template <CodeKind K, bool kNf4U8 = false>
 struct Codes {
-  static constexpr bool kUnsigned = K == CodeKind::kI4 || K == CodeKind::kI5 || K == CodeKind::kI6;
-  static constexpr int32_t kOffset = K == CodeKind::kI4 ? 8 : K == CodeKind::kI5 ? 16 : K == CodeKind::kI6 ? 32 : 0;
+  static_assert(!kNf4U8 || K == CodeKind::kNf4, "only nf4 has an unsigned form");
+  static constexpr bool kUnsigned = K == CodeKind::kI4 || K == CodeKind::kI5 || K == CodeKind::kI6 || kNf4U8;
+  static constexpr int32_t kOffset = K == CodeKind::kI4   ? 8
+                                     : K == CodeKind::kI5 ? 16
+                                     : K == CodeKind::kI6 ? 32
+                                     : kNf4U8             ? 128
+                                                          : 0;
   static constexpr bool kNibbleOrder = K != CodeKind::kI8;  // activations gathered as above
   using V = std::conditional_t<kUnsigned, VU8, VI8>;
 
@@ -171,6 +187,10 @@ struct Codes {
     if constexpr (K == CodeKind::kI4) {
       c0 = lo;
       c1 = hi;
+    } else if constexpr (K == CodeKind::kNf4 && kNf4U8) {
+      const auto table = hn::LoadDup128(du, kNf4TableU8);
+      c0 = hn::TableLookupBytes(table, lo);
+      c1 = hn::TableLookupBytes(table, hi);
     } else if constexpr (K == CodeKind::kNf4) {
       const auto table = hn::LoadDup128(du, reinterpret_cast<const uint8_t*>(kNf4Table));
       c0 = hn::BitCast(di, hn::TableLookupBytes(table, lo));
@@ -217,6 +237,8 @@ struct Codes {
       const auto nib = hn::Combine(du, hn::ShiftRight<4>(b), hn::And(b, hn::Set(dh, 0x0F)));
       if constexpr (K == CodeKind::kI4) {
         return nib;
+      } else if constexpr (K == CodeKind::kNf4 && kNf4U8) {
+        return hn::TableLookupBytes(hn::LoadDup128(du, kNf4TableU8), nib);
       } else if constexpr (K == CodeKind::kNf4) {
         return hn::BitCast(di, hn::TableLookupBytes(hn::LoadDup128(du, reinterpret_cast<const uint8_t*>(kNf4Table)), nib));
       } else if constexpr (K == CodeKind::kI5) {
@@ -237,6 +259,7 @@ struct Codes {
   }
 
   static HWY_INLINE VI16 Pairs(V w, VI8 a) {
+    static_assert(!kNf4U8, "255 * 127 pairs would saturate int16");
     if constexpr (kUnsigned) {
       return PairsUnsigned(w, a);
     } else {
@@ -256,10 +279,18 @@ HWY_INLINE VI32 MacInto(typename C::V c, VI8 a, VI32 acc) {
     } else {
       return DotAdd(c, a, acc);
     }
+  } else {
+    return WidenAdd(C::Pairs(c, a), acc);
   }
-#endif
+#else
   return WidenAdd(C::Pairs(c, a), acc);
+#endif
 }
+
+// The codes a tile of kind K reads: nf4 unsigned where the dot product is
+// x86's (Codes' kNf4U8).
+template <CodeKind K, bool kDot>
+using TileCodes = Codes<K, K == CodeKind::kNf4 && kDot && ORK_X86_DOT>;
 
 // Prefill reads its activations from a panel: the T tokens of a tile
 // interleaved step by step (token 0's step 0, token 1's step 0, ..., token
@@ -365,7 +396,7 @@ template <CodeKind K, int R, int T, bool kDot, bool kFar = false>
 HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
                        int64_t ldy, int64_t stride = 1) {
   if constexpr (!kFar) stride = 1;
-  using C = Codes<K>;
+  using C = TileCodes<K, kDot>;
   const DI8 di;
   const DI32 d32;
   const CodeRows<K, R> rows(w, r0, stride);

@@ -30,7 +30,7 @@ HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8
                            int64_t ldy) {
   static_assert(T % 4 == 0, "the lane sums are taken four tokens at a time");
   static_assert(R * T * 2 <= 16, "the sums must stay in registers beside the codes");
-  using C = Codes<K>;
+  using C = TileCodes<K, true>;
   const DI8 di;
   const DI32 d32;
   const CodeRows<K, R> rows(w, r0, 1);
