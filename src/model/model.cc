@@ -294,6 +294,27 @@ Result<std::unique_ptr<Model>> Model::load(GgufFile gguf) {
   return model;
 }
 
+std::vector<WeightView*> Model::mutable_matrix_views() {
+  std::vector<WeightView*> out = {&token_embd_, &output_};
+  for (LayerWeights& l : layers_) {
+    for (WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.conv_in, &l.conv_out, &l.ssm_qkv, &l.ssm_gate, &l.ssm_beta,
+                          &l.ssm_alpha, &l.ssm_out, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.gate_shexp,
+                          &l.up_shexp, &l.down_shexp}) {
+      out.push_back(v);
+    }
+    for (auto* experts : {&l.gate_exps, &l.up_exps, &l.down_exps}) {
+      for (WeightView& v : *experts) out.push_back(&v);
+    }
+  }
+  std::erase_if(out, [](const WeightView* v) { return v->name == nullptr || v->rows == 0; });
+  return out;
+}
+
+std::vector<const WeightView*> Model::matrix_views() const {
+  const std::vector<WeightView*> views = const_cast<Model*>(this)->mutable_matrix_views();
+  return {views.begin(), views.end()};
+}
+
 Status Model::bind() {
   ORK_ASSIGN_OR_RETURN(config_, read_model_config(gguf()));
   ModelConfig& c = config_;

@@ -105,6 +105,13 @@ class Model {
   // null): the routed experts' views in layer() then have no data, and a
   // Context asks the cache for them.
   ExpertCache* expert_cache() const { return expert_cache_.get(); }
+  // Every matrix's view (a MoE tensor's experts one by one, named
+  // "<tensor>.e<i>"; a tied output matrix beside the embedding, under its
+  // name). The mutable form lets a caller point a matrix at other weights
+  // for a while - model/sensitivity.h measures a tensor's effect so - and
+  // put it back; a Context made meanwhile reads whatever the views say.
+  std::vector<const WeightView*> matrix_views() const;
+  std::vector<WeightView*> mutable_matrix_views();
 
  private:
   Model() = default;

@@ -294,6 +294,50 @@ Result<Measured> measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t
   return m;
 }
 
+// PlanTensor::weight from measured sensitivity (PackOptions::sensitivity):
+// a group's divergence over the summed probe errors of its planned units.
+Status weigh_by_sensitivity(const PackOptions& o, std::vector<PlanTensor>& plan) {
+  if (o.sensitivity.empty()) return Status::ok();
+  auto probe_error = [&](const PlanTensor& p) -> const TierOption* {
+    for (const TierOption& opt : p.options) {
+      if (opt.tier == o.sensitivity_probe) return &opt;
+    }
+    return nullptr;
+  };
+  std::map<std::string, double> group_error;
+  for (const PlanTensor& p : plan) {
+    if (p.fixed) continue;
+    const TierOption* opt = probe_error(p);
+    if (opt == nullptr) {
+      return error(StatusCode::kInvalidArgument, "sensitivity: tensor '{}' was not measured at the probe tier {}",
+                   p.name, tier_name(o.sensitivity_probe));
+    }
+    group_error[matrix_group(p.name)] += opt->error;
+  }
+  for (PlanTensor& p : plan) {
+    if (p.fixed) continue;
+    const std::string group = matrix_group(p.name);
+    const auto it = o.sensitivity.find(group);
+    if (it == o.sensitivity.end()) {
+      return error(StatusCode::kInvalidArgument, "sensitivity: no measurement for tensor '{}'", group);
+    }
+    // A divergence too small to measure still ranks the group lowest, not
+    // at nothing (its errors would then be free); a group whose probe
+    // error is zero (all-zero weights) has nothing to weigh.
+    const double kld = std::max(it->second, 1e-12);
+    const double err = group_error[group];
+    p.weight = err > 0 ? kld / err : 1.0;
+  }
+  // Weights in divergence per unit of error; one scale for all keeps the
+  // greedy's sums well away from underflow.
+  double largest = 0;
+  for (const PlanTensor& p : plan) largest = std::max(largest, p.fixed ? 0.0 : p.weight);
+  for (PlanTensor& p : plan) {
+    if (!p.fixed && largest > 0) p.weight /= largest;
+  }
+  return Status::ok();
+}
+
 // The units ork packs: every tensor as it is, except Mixture-of-Experts
 // tensors (3-D, ne[2] = experts), which become one 2-D matrix per expert,
 // "<name>.e<i>", so that every expert gets its own tier, rotation and error.
@@ -552,6 +596,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
     }
     plan_input.push_back(p);
   }
+  ORK_RETURN_IF_ERROR(weigh_by_sensitivity(o, plan_input));
   // The smallest plan: every tensor at its fixed tier or its cheapest candidate.
   uint64_t smallest = 0;
   for (const PlanTensor& p : plan_input) {

@@ -48,6 +48,17 @@ struct PackOptions {
   uint64_t rotation_seed = kDefaultRotationSeed;
   std::vector<Tier> candidates = {Tier::kI4, Tier::kNf4, Tier::kI5, Tier::kI6, Tier::kI8};
   int sample_rows = 256;            // rows per tensor measured for the plan
+  // Measured sensitivity (`ork pack --sensitivity`, model/sensitivity.h):
+  // per matrix_group(), the KL divergence of the model's logits with that
+  // group alone at `sensitivity_probe`. Each tensor's errors are then
+  // weighed by that divergence over its group's measured error at the
+  // probe, so the plan compares what a tier costs the logits rather than
+  // the tensor's own output (whose scale says little of it: over
+  // tinystories656K's tensors the two differ by a factor up to 700).
+  // Empty: every error weighs alike. Every planned tensor's group must be
+  // here, and the probe among the candidates.
+  std::map<std::string, double> sensitivity;
+  Tier sensitivity_probe = Tier::kNf4;
   int threads = 0;                  // tensors quantized side by side (0: all cores)
   // Called with each warning found before the work starts (a rule that
   // matches nothing, importance-matrix entries the model does not have).

@@ -1,6 +1,7 @@
 #include "quant/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <queue>
 #include <sstream>
@@ -96,6 +97,15 @@ Status apply_fixed_tiers(std::vector<PlanTensor>& tensors, const std::vector<Tie
   return Status::ok();
 }
 
+std::string matrix_group(const std::string& unit) {
+  const size_t dot = unit.rfind(".e");
+  if (dot == std::string::npos || dot + 2 == unit.size()) return unit;
+  for (size_t i = dot + 2; i < unit.size(); ++i) {
+    if (unit[i] < '0' || unit[i] > '9') return unit;
+  }
+  return unit.substr(0, dot);
+}
+
 Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& tensors, uint64_t budget) {
   // Per tensor: its options on the lower convex hull of (bytes, error),
   // cheapest first. Moving along the hull has decreasing error saved per byte.
@@ -115,6 +125,11 @@ Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& te
     } else {
       opts = t.options;
     }
+    if (!(t.weight > 0.0) || !std::isfinite(t.weight)) {
+      return error(StatusCode::kInvalidArgument, "tensor '{}': sensitivity weight {} is not a positive number", t.name,
+                   t.weight);
+    }
+    for (TierOption& o : opts) o.error *= t.weight;
     std::sort(opts.begin(), opts.end(), [](const TierOption& a, const TierOption& b) {
       return a.bytes != b.bytes ? a.bytes < b.bytes : a.error < b.error;
     });

@@ -28,7 +28,15 @@ struct PlanTensor {
   uint64_t params = 0;
   std::vector<TierOption> options;   // the candidate tiers, measured
   std::optional<Tier> fixed;         // set by a rule or a tier map
+  // What a unit of this tensor's error costs the model, relative to the
+  // others' (measured sensitivity; 1 for all when unmeasured): the plan
+  // minimises the sum of weight * error.
+  double weight = 1.0;
 };
+
+// The name a packing unit is measured under for sensitivity: a Mixture-of-
+// Experts unit "<tensor>.e<i>" under its 3-D tensor's, any other its own.
+std::string matrix_group(const std::string& unit);
 
 struct TierRule {
   std::string pattern;  // ECMAScript regex, searched in the tensor name

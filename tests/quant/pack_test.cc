@@ -282,6 +282,71 @@ TEST(Planner, GreedyOnTheHullPrefersTheBestGainPerByte) {
   EXPECT_EQ(plan->at("b"), Tier::kI8);
 }
 
+TEST(Planner, SensitivityWeightsScaleEachTensorsErrors) {
+  // The same errors, but b's cost the logits ten times a's: b gets the upgrade.
+  std::vector<PlanTensor> t = {
+      {"a", 100, {{Tier::kI4, 100, 10.0}, {Tier::kI8, 200, 1.0}}, std::nullopt},
+      {"b", 100, {{Tier::kI4, 100, 10.0}, {Tier::kI8, 200, 2.0}}, std::nullopt},
+  };
+  auto plan = plan_tiers(t, 300);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->at("a"), Tier::kI8);
+  t[1].weight = 10.0;
+  plan = plan_tiers(t, 300);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->at("a"), Tier::kI4);
+  EXPECT_EQ(plan->at("b"), Tier::kI8);
+  for (double bad : {0.0, -1.0, std::nan("")}) {
+    t[1].weight = bad;
+    plan = plan_tiers(t, 300);
+    ASSERT_FALSE(plan.is_ok());
+    EXPECT_NE(plan.status().message().find("tensor 'b': sensitivity weight"), std::string::npos);
+  }
+}
+
+TEST(Planner, ExpertUnitsGroupUnderTheirTensor) {
+  EXPECT_EQ(matrix_group("blk.0.ffn_down_exps.weight.e17"), "blk.0.ffn_down_exps.weight");
+  EXPECT_EQ(matrix_group("blk.0.ffn_down.weight"), "blk.0.ffn_down.weight");
+  EXPECT_EQ(matrix_group("x.e"), "x.e");
+  EXPECT_EQ(matrix_group("x.e1a"), "x.e1a");
+}
+
+// The packer weighs each tensor by its measured divergence over its error
+// at the probe: a tensor said to matter a thousand times more than the
+// others gets the best tier the budget allows; a measurement missing for a
+// planned tensor, or a probe outside the candidates, is an error.
+TEST(Pack, SensitivityWeighsThePlan) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  const char* names[] = {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight",
+                         "blk.0.attn_output.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight",
+                         "blk.0.ffn_down.weight", "blk.1.attn_q.weight", "blk.1.attn_k.weight", "blk.1.attn_v.weight",
+                         "blk.1.attn_output.weight", "blk.1.ffn_gate.weight", "blk.1.ffn_up.weight",
+                         "blk.1.ffn_down.weight"};
+  PackOptions o;
+  o.output = ::testing::TempDir() + "/sens.orkpack";
+  o.bpw = 4.5;
+  const PackReport plain = pack(o);
+  ASSERT_EQ(plain.tier_map.at("blk.1.attn_q.weight"), Tier::kNf4);
+  for (const char* n : names) o.sensitivity[n] = 1e-4;
+  o.sensitivity["blk.1.attn_q.weight"] = 1.0;
+  const PackReport weighed = pack(o);
+  EXPECT_EQ(weighed.tier_map.at("blk.1.attn_q.weight"), Tier::kI8);
+  EXPECT_LE(weighed.bpw(), 4.5);
+
+  o.sensitivity.erase("blk.0.ffn_up.weight");
+  o.input = testing::testdata(kModel);
+  auto r = pack_model(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("no measurement for tensor 'blk.0.ffn_up.weight'"), std::string::npos)
+      << r.status().message();
+  o.sensitivity["blk.0.ffn_up.weight"] = 1e-4;
+  o.candidates = {Tier::kI4, Tier::kI8};
+  r = pack_model(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("was not measured at the probe tier nf4"), std::string::npos)
+      << r.status().message();
+}
+
 TEST(Planner, DominatedOptionsAreSkipped) {
   // i5 costs more than nf4 and is worse: never chosen.
   std::vector<PlanTensor> t = {

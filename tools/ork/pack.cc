@@ -16,6 +16,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "model/imatrix_collect.h"
 #include "model/self_calibration.h"
+#include "model/sensitivity.h"
 #include "builtin_calibration.h"
 #include "quant/carry.h"
 #include "quant/imatrix.h"
@@ -46,6 +47,8 @@ struct PackCliOptions {
   int calib_chunks = 0;  // 0: 64 windows of a --calib text, kBuiltinWindows of the built-in one, 16 self-written
   int threads = 0;
   std::string npu;
+  bool sensitivity = false;
+  int sensitivity_chunks = 16;
 };
 
 // Everything that can be checked before the first tensor is measured:
@@ -73,7 +76,8 @@ struct CalibrationText {
   std::string source;  // recorded in the pack's metadata
 };
 
-Result<CalibrationText> calibration_text(const PackCliOptions& c, const Model& model, int n_ctx) {
+Result<CalibrationText> calibration_text(const PackCliOptions& c, const Model& model, int n_ctx,
+                                        const char* purpose = "collecting an importance matrix from") {
   CalibrationText t;
   if (c.calib_self) {
     const int windows = c.calib_chunks > 0 ? c.calib_chunks : 16;
@@ -92,8 +96,8 @@ Result<CalibrationText> calibration_text(const PackCliOptions& c, const Model& m
   ORK_ASSIGN_OR_RETURN(TokenStream tokens, builtin ? tokenize_text(model, std::string(builtin_calibration_text()), n)
                                                    : tokenize_file(model, c.calib, n));
   t.source = builtin ? kBuiltinCalibrationName : c.calib;
-  std::fprintf(stderr, "ork: collecting an importance matrix from %zu tokens of %s%s\n", tokens.ids.size(),
-               t.source.c_str(), builtin ? " (--calib FILE: your text; --no-calibrate: none)" : "");
+  std::fprintf(stderr, "ork: %s %zu tokens of %s%s\n", purpose, tokens.ids.size(), t.source.c_str(),
+               builtin ? " (--calib FILE: your text; --no-calibrate: none)" : "");
   t.ids = std::move(tokens.ids);
   t.bos = tokens.bos;
   return t;
@@ -129,6 +133,42 @@ Result<std::optional<ImportanceMatrix>> importance(const PackCliOptions& c, bool
   }
   o.calibration_source = text->source;
   return std::optional<ImportanceMatrix>(std::move(m).value());
+}
+
+// --sensitivity: how far the logits move with each tensor alone quantized
+// at the probe tier (model/sensitivity.h), on the calibration text (a
+// --calib file, else the built-in text; with --calib-self, text the model
+// writes). The probe is this pack's own quantization of every matrix at
+// that tier (same importance matrix, rotation and GPTQ), in memory.
+Result<std::map<std::string, double>> measure_sensitivity(const PackCliOptions& c, const PackOptions& o) {
+  PackOptions p = o;
+  p.rules = {TierRule{".", o.sensitivity_probe}};
+  p.tier_map = TierMap();
+  p.bpw.reset();
+  p.budget.reset();
+  p.source_budget = false;
+  p.budget_is_default = false;
+  p.output = c.output + " (sensitivity probe)";
+  MappedFile image;
+  p.in_memory = &image;
+  std::fprintf(stderr, "ork: measuring sensitivity: every matrix at %s first, then each alone in the model\n",
+               std::string(tier_name(o.sensitivity_probe)).c_str());
+  ORK_RETURN_IF_ERROR(pack_model(p, [](int phase, size_t done, size_t total, const std::string&) {
+                        progress_bar(phase == 0 ? "probe: measure" : "probe: quantize", static_cast<int>(done + 1),
+                                     static_cast<int>(total));
+                      }).status());
+  ORK_ASSIGN_OR_RETURN(OrkpackFile file, OrkpackFile::parse(std::move(image)));
+  ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> probe, Model::load(std::move(file)));
+  ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(c.input));
+  SensitivityOptions so;
+  so.n_ctx = std::min(c.calib_ctx, model->config().n_ctx_train);
+  so.chunks = c.sensitivity_chunks;
+  so.skip = [](const std::string& group) { return group.find("ffn_gate_inp") != std::string::npos; };  // routers keep their tier
+  PackCliOptions text_options = c;
+  text_options.calib_chunks = c.sensitivity_chunks;
+  ORK_ASSIGN_OR_RETURN(CalibrationText text, calibration_text(text_options, *model, so.n_ctx, "measuring sensitivity on"));
+  return measure_sensitivity(*model, *probe, text.ids, text.bos, so,
+                             [](int done, int total) { progress_bar("sensitivity", done - 1, total); });
 }
 
 int pack(const PackCliOptions& c) {
@@ -185,6 +225,13 @@ int pack(const PackCliOptions& c) {
   auto imatrix = importance(c, quantized, o);
   if (!imatrix.is_ok()) return fail(imatrix.status().to_string());
   if (*imatrix) o.imatrix = &**imatrix;
+  if (c.sensitivity) {
+    if (quantized) return fail("--sensitivity weighs a plan of a float source's tiers; " + c.input + " is quantized (its blocks are carried)");
+    if (!c.uniform.empty()) return fail("--sensitivity weighs a plan; --uniform leaves nothing to plan");
+    auto measured = measure_sensitivity(c, o);
+    if (!measured.is_ok()) return fail(measured.status().to_string());
+    o.sensitivity = std::move(measured).value();
+  }
 
   const auto t0 = std::chrono::steady_clock::now();
   auto report = pack_model(o, [](int phase, size_t done, size_t total, const std::string&) {
@@ -243,7 +290,7 @@ Runner add_pack(CLI::App& app) {
                             "whose language the built-in English text does not fit")
                    ->excludes(calib)
                    ->excludes(imatrix);
-  app.add_flag("--no-calibrate", c->no_calibrate,
+  auto* no_calibrate = app.add_flag("--no-calibrate", c->no_calibrate,
                "Pack uncalibrated. Default without --imatrix/--calib: an importance matrix is collected on the "
                "built-in calibration text (public-domain English prose, data/calibration/) for an F32/F16/BF16 "
                "source; a quantized source's blocks are carried and it is not calibrated")
@@ -261,6 +308,15 @@ Runner add_pack(CLI::App& app) {
                  "Plan for a device with this NPU (rk3588, hexagon-v75, hexagon-v79): only tiers the NPU reads - i4, "
                  "nf4 (through its int8 table) and i8s, the sensitive set the decode overlay recomputes at int8 while "
                  "the CPU reads its high plane; no i5/i6 (CPU only)");
+  app.add_flag("--sensitivity", c->sensitivity,
+               "Weigh each tensor's quantization error by how far it moves the logits: each matrix (a MoE tensor's "
+               "experts together) quantized alone at nf4, its KL divergence measured on the calibration text. "
+               "Costs one more quantization of the model and one short evaluation per tensor; plans more "
+               "accurate packs at the same size (docs/QUALITY.md)")
+      ->excludes(no_calibrate);
+  app.add_option("--sensitivity-chunks", c->sensitivity_chunks, "Windows of the calibration text per tensor measured")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("-t,--threads", c->threads, "Tensors quantized side by side (default: all cores)")
       ->check(thread_count());
   return [c] { return pack(*c); };
