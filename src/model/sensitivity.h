@@ -29,7 +29,9 @@ struct SensitivityOptions {
 // For every matrix group of `model` (a tensor; a MoE tensor's experts
 // together, under the 3-D tensor's name), the mean KL divergence of the
 // logits over `tokens` from `model`'s own when that group alone reads
-// `probe`'s matrices of the same names (the same model quantized, say).
+// `probe`'s matrices of the same names (the same model quantized, say;
+// ork pack measures its i8 quantization against its nf4 one, both on the
+// fast kernels).
 // `model` is changed while this runs and restored before it returns, on
 // failure too. Errors name a matrix `probe` lacks or shapes that differ.
 // progress(done, total) after each group.

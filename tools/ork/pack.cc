@@ -135,31 +135,42 @@ Result<std::optional<ImportanceMatrix>> importance(const PackCliOptions& c, bool
   return std::optional<ImportanceMatrix>(std::move(m).value());
 }
 
-// --sensitivity: how far the logits move with each tensor alone quantized
-// at the probe tier (model/sensitivity.h), on the calibration text (a
-// --calib file, else the built-in text; with --calib-self, text the model
-// writes). The probe is this pack's own quantization of every matrix at
-// that tier (same importance matrix, rotation and GPTQ), in memory.
-Result<std::map<std::string, double>> measure_sensitivity(const PackCliOptions& c, const PackOptions& o) {
+// The model with every matrix at one tier, as this pack quantizes (same
+// importance matrix, rotation and GPTQ), packed in memory.
+Result<std::unique_ptr<Model>> pack_uniform_in_memory(const PackCliOptions& c, const PackOptions& o, Tier tier) {
   PackOptions p = o;
-  p.rules = {TierRule{".", o.sensitivity_probe}};
+  p.rules = {TierRule{".", tier}};
   p.tier_map = TierMap();
   p.bpw.reset();
   p.budget.reset();
   p.source_budget = false;
   p.budget_is_default = false;
-  p.output = c.output + " (sensitivity probe)";
+  p.sensitivity.clear();
+  p.output = fmt::format("{} (all {}, for sensitivity)", c.output, tier_name(tier));
   MappedFile image;
   p.in_memory = &image;
-  std::fprintf(stderr, "ork: measuring sensitivity: every matrix at %s first, then each alone in the model\n",
-               std::string(tier_name(o.sensitivity_probe)).c_str());
-  ORK_RETURN_IF_ERROR(pack_model(p, [](int phase, size_t done, size_t total, const std::string&) {
-                        progress_bar(phase == 0 ? "probe: measure" : "probe: quantize", static_cast<int>(done + 1),
-                                     static_cast<int>(total));
+  const std::string label = fmt::format("all {}", tier_name(tier));
+  ORK_RETURN_IF_ERROR(pack_model(p, [&](int phase, size_t done, size_t total, const std::string&) {
+                        progress_bar((label + (phase == 0 ? ": measure" : ": quantize")).c_str(),
+                                     static_cast<int>(done + 1), static_cast<int>(total));
                       }).status());
   ORK_ASSIGN_OR_RETURN(OrkpackFile file, OrkpackFile::parse(std::move(image)));
-  ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> probe, Model::load(std::move(file)));
-  ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(c.input));
+  return Model::load(std::move(file));
+}
+
+// --sensitivity: how far the logits move with each tensor alone quantized
+// at the probe tier (model/sensitivity.h), on the calibration text (a
+// --calib file, else the built-in text; with --calib-self, text the model
+// writes). Both sides run on the fast kernels: the model measured is this
+// pack's quantization at i8 (KLD 0.0006 from F32 on tinystories656K,
+// against 0.001-0.04 for one tensor at nf4), whose tensors take their
+// probe-tier quantization one group at a time. (On the float model itself
+// a llama-1b window of 128 tokens took minutes: hours for its 114 tensors.)
+Result<std::map<std::string, double>> measure_sensitivity(const PackCliOptions& c, const PackOptions& o) {
+  std::fprintf(stderr, "ork: measuring sensitivity: the model at i8 and at %s, then each matrix alone at %s\n",
+               std::string(tier_name(o.sensitivity_probe)).c_str(), std::string(tier_name(o.sensitivity_probe)).c_str());
+  ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, pack_uniform_in_memory(c, o, Tier::kI8));
+  ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> probe, pack_uniform_in_memory(c, o, o.sensitivity_probe));
   SensitivityOptions so;
   so.n_ctx = std::min(c.calib_ctx, model->config().n_ctx_train);
   so.chunks = c.sensitivity_chunks;
@@ -310,9 +321,9 @@ Runner add_pack(CLI::App& app) {
                  "the CPU reads its high plane; no i5/i6 (CPU only)");
   app.add_flag("--sensitivity", c->sensitivity,
                "Weigh each tensor's quantization error by how far it moves the logits: each matrix (a MoE tensor's "
-               "experts together) quantized alone at nf4, its KL divergence measured on the calibration text. "
-               "Costs one more quantization of the model and one short evaluation per tensor; plans more "
-               "accurate packs at the same size (docs/QUALITY.md)")
+               "experts together) alone at nf4 in the model at i8, its KL divergence measured on the calibration "
+               "text. Costs two more quantizations of the model (i8, nf4) and a short evaluation per tensor; "
+               "plans more accurate packs at the same size (docs/QUALITY.md section 12)")
       ->excludes(no_calibrate);
   app.add_option("--sensitivity-chunks", c->sensitivity_chunks, "Windows of the calibration text per tensor measured")
       ->capture_default_str()
