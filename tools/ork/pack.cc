@@ -166,7 +166,7 @@ Result<std::unique_ptr<Model>> pack_uniform_in_memory(const PackCliOptions& c, c
 // against 0.001-0.04 for one tensor at nf4), whose tensors take their
 // probe-tier quantization one group at a time. (On the float model itself
 // a llama-1b window of 128 tokens took minutes: hours for its 114 tensors.)
-Result<std::map<std::string, double>> measure_sensitivity(const PackCliOptions& c, const PackOptions& o) {
+Result<std::map<std::string, double>> sensitivity_of_each_group(const PackCliOptions& c, const PackOptions& o) {
   std::fprintf(stderr, "ork: measuring sensitivity: the model at i8 and at %s, then each matrix alone at %s\n",
                std::string(tier_name(o.sensitivity_probe)).c_str(), std::string(tier_name(o.sensitivity_probe)).c_str());
   ORK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, pack_uniform_in_memory(c, o, Tier::kI8));
@@ -178,7 +178,7 @@ Result<std::map<std::string, double>> measure_sensitivity(const PackCliOptions& 
   PackCliOptions text_options = c;
   text_options.calib_chunks = c.sensitivity_chunks;
   ORK_ASSIGN_OR_RETURN(CalibrationText text, calibration_text(text_options, *model, so.n_ctx, "measuring sensitivity on"));
-  return measure_sensitivity(*model, *probe, text.ids, text.bos, so,
+  return ork::measure_sensitivity(*model, *probe, text.ids, text.bos, so,
                              [](int done, int total) { progress_bar("sensitivity", done - 1, total); });
 }
 
@@ -239,7 +239,7 @@ int pack(const PackCliOptions& c) {
   if (c.sensitivity) {
     if (quantized) return fail("--sensitivity weighs a plan of a float source's tiers; " + c.input + " is quantized (its blocks are carried)");
     if (!c.uniform.empty()) return fail("--sensitivity weighs a plan; --uniform leaves nothing to plan");
-    auto measured = measure_sensitivity(c, o);
+    auto measured = sensitivity_of_each_group(c, o);
     if (!measured.is_ok()) return fail(measured.status().to_string());
     o.sensitivity = std::move(measured).value();
   }
