@@ -39,8 +39,7 @@ Result<std::map<std::string, double>> measure_sensitivity(Model& model, const Mo
   po.max_chunks = options.chunks;
   po.threads = options.threads;
   std::vector<WindowScores> base;
-  ORK_ASSIGN_OR_RETURN(QualityStats own, measure_quality(model, tokens, bos, po, nullptr, nullptr, &base, nullptr));
-  (void)own;
+  ORK_RETURN_IF_ERROR(measure_quality(model, tokens, bos, po, nullptr, nullptr, &base, nullptr).status());
 
   std::map<std::string, double> out;
   for (size_t g = 0; g < groups.size(); ++g) {

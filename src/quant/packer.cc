@@ -229,7 +229,6 @@ std::optional<Tier> carry_tier(const PackOptions& o, const GgufTensorInfo& t, st
   return carrier_tier(t.type, static_cast<int64_t>(t.ne(0)));
 }
 
-bool is_router(const std::string& name) { return name.find("ffn_gate_inp") != std::string::npos; }
 
 // MoE routers keep their values exactly: the families route in f32, and a
 // flipped top-k costs more than any saving. Checkpoints trained in bf16
@@ -246,7 +245,7 @@ Tier router_tier(const GgufTensorInfo& t) {
 // The tier rules, the tier map and the router rule fix for a tensor, if
 // any: such a tensor is measured at that tier alone (rotated or not).
 Result<std::optional<Tier>> fixed_tier(const PackOptions& o, const GgufTensorInfo& t) {
-  if (is_router(t.name)) return std::optional<Tier>(router_tier(t));
+  if (router_tensor(t.name)) return std::optional<Tier>(router_tier(t));
   std::vector<PlanTensor> one(1);
   one[0].name = t.name;
   for (uint32_t id = 0; id < kTierCount; ++id) one[0].options.push_back({*tier_from_id(id), 0, 0.0});
@@ -460,7 +459,7 @@ Status check_inputs(const PackOptions& o, const std::vector<GgufTensorInfo>& uni
       return error(StatusCode::kInvalidArgument, "{}: tensor '{}' is a vector, which stays f32; only matrices take a tier",
                    where, escape_text(name));
     }
-    if (is_router(name)) {
+    if (router_tensor(name)) {
       warn(o, fmt::format("{}: '{}' is a MoE router, which keeps its values exactly ({}); its line is ignored", where,
                           escape_text(name), tier_name(router_tier(*it->second))));
     }
@@ -509,6 +508,8 @@ int pack_threads(const PackOptions& o) {
 }
 
 }  // namespace
+
+bool router_tensor(const std::string& name) { return name.find("ffn_gate_inp") != std::string::npos; }
 
 Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress) {
   ORK_ASSIGN_OR_RETURN(GgufFile in, GgufFile::open(o.input));
@@ -560,7 +561,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
           return MaybeMeasured(std::move(m));
         }
         ORK_ASSIGN_OR_RETURN(Measured m, measure(o, t, o.rotation_seed, fixed));
-        if (is_router(t.name)) m.router = fixed;
+        if (router_tensor(t.name)) m.router = fixed;
         return MaybeMeasured(std::move(m));
       },
       [&](size_t i, MaybeMeasured& m) -> Status {

@@ -89,4 +89,8 @@ using PackProgress = std::function<void(int phase, size_t done, size_t total, co
 
 Result<PackReport> pack_model(const PackOptions& options, const PackProgress& progress = nullptr);
 
+// Whether a tensor is a MoE router (ffn_gate_inp), which keeps its values
+// exactly (f32, or bf16 where that holds them) whatever the plan.
+bool router_tensor(const std::string& name);
+
 }  // namespace ork

@@ -174,7 +174,7 @@ Result<std::map<std::string, double>> sensitivity_of_each_group(const PackCliOpt
   SensitivityOptions so;
   so.n_ctx = std::min(c.calib_ctx, model->config().n_ctx_train);
   so.chunks = c.sensitivity_chunks;
-  so.skip = [](const std::string& group) { return group.find("ffn_gate_inp") != std::string::npos; };  // routers keep their tier
+  so.skip = router_tensor;  // routers keep their tier
   PackCliOptions text_options = c;
   text_options.calib_chunks = c.sensitivity_chunks;
   ORK_ASSIGN_OR_RETURN(CalibrationText text, calibration_text(text_options, *model, so.n_ctx, "measuring sensitivity on"));
