@@ -263,6 +263,11 @@ int bench(BenchOptions& o) {
   ThreadPool& pool = ThreadPool::global();
   if (o.probe_only) return probe_only(o, pool);
   if (o.n_prompt == 0 && o.n_gen == 0) return fail("bench: -p and -n are both 0, so there is nothing to measure");
+  // Before any work (the model, the probe, --npu's calibration): flags that cannot go together.
+  if (o.parallel > 1 && (o.n_gen == 0 || !o.npu.spec.empty())) {
+    return fail(o.n_gen == 0 ? "bench --parallel measures decode: -n must be > 0"
+                              : "bench --parallel runs on the CPU alone: leave out --npu");
+  }
   std::unique_ptr<Model> model;
   if (o.model.empty()) {
     auto m = load_builtin_model();
@@ -306,10 +311,6 @@ int bench(BenchOptions& o) {
   const double rec_bytes = o.n_gen > 0 ? static_cast<double>(Context::recurrent_bytes_per_token(c)) : 0.0;
   if (o.pair) {
     return bench_pairs(o, *model, n_ctx, n_prompt_used, probe, bws, rng, tok);
-  }
-  if (o.parallel > 1 && (o.n_gen == 0 || npu_cli.engine() != nullptr)) {
-    return fail(o.n_gen == 0 ? "bench --parallel measures decode: -n must be > 0"
-                              : "bench --parallel runs on the CPU alone: leave out --npu");
   }
   std::vector<double> together, together_ratio;  // --parallel: summed tok/s, and over the rep's one stream
   Context::Profile together_profile;
