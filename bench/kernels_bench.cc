@@ -2,7 +2,8 @@
 // (the per-channel ones and the carried q4k q6k q5k q80 q40 iq4xs) and token
 // count M, on weights larger than the caches (M = 1, memory-bound:
 // read GB/s) or L2-resident blocks (M > 1, compute-bound: GMAC/s), single
-// thread; K = 768 is the down projection of a qwen3moe expert. And decode's
+// thread; K = 768 is the down projection of a qwen3moe expert, 512 of a
+// qwen3.6 one (batches of 16: a 512-token prefill's tokens per expert). And decode's
 // loops on the thread pool against a plain read of the same bytes
 // (BM_DecodeLoops). Run:
 // build/release/ork-kernels-bench [--target=AVX3] [--benchmark_filter=i4]
@@ -111,7 +112,7 @@ void BM_QuantMatmul(benchmark::State& state) {
 }
 
 BENCHMARK(BM_QuantMatmul)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, 17}, {1, 2, 4, 8, 16, 64}, {768, 2048, 8192}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, 17}, {1, 2, 4, 8, 10, 15, 16, 64}, {512, 768, 2048, 8192}})
     ->ArgNames({"kind", "M", "K"})
     ->Unit(benchmark::kMicrosecond);
 
@@ -312,6 +313,37 @@ __attribute__((target("avx2"))) void BM_PmaddubswPeak(benchmark::State& state) {
   state.counters["GMAC/s"] = benchmark::Counter(12.0 * 32 * kIters * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_PmaddubswPeak)->Unit(benchmark::kMillisecond);
+
+// The same ceiling on AVX-512 VNNI: ten independent chains of 512-bit
+// vpdpbusd (64 multiply-adds each) in named registers - what the AVX3_VNNI
+// batch tiles (TileWide, the sixteen-row tile) are judged against.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void BM_VpdpbusdPeak(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512vnni")) {
+    state.SkipWithError("no AVX-512 VNNI");
+    return;
+  }
+  constexpr int64_t kIters = 1 << 20;
+  const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(5);
+  for (auto _ : state) {
+    __m512i v0 = _mm512_set1_epi32(0), v1 = _mm512_set1_epi32(1), v2 = _mm512_set1_epi32(2), v3 = _mm512_set1_epi32(3);
+    __m512i v4 = _mm512_set1_epi32(4), v5 = _mm512_set1_epi32(5), v6 = _mm512_set1_epi32(6), v7 = _mm512_set1_epi32(7);
+    __m512i v8 = _mm512_set1_epi32(8), v9 = _mm512_set1_epi32(9);
+    for (int64_t i = 0; i < kIters; ++i) {
+      v0 = _mm512_dpbusd_epi32(v0, u, s), v1 = _mm512_dpbusd_epi32(v1, u, s), v2 = _mm512_dpbusd_epi32(v2, u, s);
+      v3 = _mm512_dpbusd_epi32(v3, u, s), v4 = _mm512_dpbusd_epi32(v4, u, s), v5 = _mm512_dpbusd_epi32(v5, u, s);
+      v6 = _mm512_dpbusd_epi32(v6, u, s), v7 = _mm512_dpbusd_epi32(v7, u, s), v8 = _mm512_dpbusd_epi32(v8, u, s);
+      v9 = _mm512_dpbusd_epi32(v9, u, s);
+      asm volatile("" : "+v"(v0), "+v"(v1), "+v"(v2), "+v"(v3), "+v"(v4), "+v"(v5), "+v"(v6), "+v"(v7), "+v"(v8),
+                   "+v"(v9));
+    }
+    const __m512i all = _mm512_xor_si512(_mm512_xor_si512(_mm512_xor_si512(v0, v1), _mm512_xor_si512(v2, v3)),
+                                         _mm512_xor_si512(_mm512_xor_si512(v4, v5), _mm512_xor_si512(v6, v7)));
+    benchmark::DoNotOptimize(_mm512_reduce_add_epi32(_mm512_xor_si512(all, _mm512_xor_si512(v8, v9))));
+  }
+  state.counters["G_vpdpbusd/s"] = benchmark::Counter(10.0 * kIters * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GMAC/s"] = benchmark::Counter(10.0 * 64 * kIters * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_VpdpbusdPeak)->Unit(benchmark::kMillisecond);
 #endif
 
 }  // namespace

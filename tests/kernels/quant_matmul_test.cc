@@ -169,21 +169,25 @@ TEST_F(EveryTarget, QuantMatmulMatchesReferenceForEveryKind) {
   // Decode (n = 1..3; one token over long rows, whole and in part, with an
   // odd group), prefill tiles (n >= 4), token chunks (n > 64), row tails of
   // every residue, partial row ranges, and long rows (an odd group at the
-  // end) under tiles of 8, 4 and 1 tokens; batches of 4 to 8 tokens.
+  // end) under tiles of 8, 4 and 1 tokens; batches of 4 to 8 tokens; the
+  // last tokens of a chunk in a padded tile.
   const Shape shapes[] = {{1, 32, 1, 0, 1},    {7, 64, 1, 0, 7},    {13, 96, 2, 1, 12},  {5, 160, 3, 0, 5},
                           {8, 32, 4, 0, 8},    {9, 256, 5, 2, 9},   {6, 64, 7, 0, 6},    {3, 2048, 1, 0, 3},
                           {10, 2048, 1, 1, 9}, {6, 2144, 1, 0, 6},  {4, 128, 70, 0, 4},  {11, 480, 9, 3, 10},
                           {5, 2144, 13, 0, 5}, {3, 16416, 13, 1, 3},
                           // Batches of 4 to 8 tokens (the server's slots): odd rows, tokens in tiles of 4 and 1.
                           {9, 2144, 4, 0, 9},  {7, 2048, 6, 1, 7},  {12, 96, 8, 0, 12}, {5, 2144, 8, 0, 5},
-                          {2, 64, 5, 0, 2},    {1, 32, 8, 0, 1}};
+                          {2, 64, 5, 0, 2},    {1, 32, 8, 0, 1},
+                          // A chunk's last 2-7 tokens in one padded tile (AVX-512 VNNI): 2, 3, 7 after a tile of 8.
+                          {6, 2144, 10, 0, 6}, {5, 96, 11, 1, 5},  {9, 2048, 15, 0, 9}};
   for (CodeKind kind : kKinds) {
     for (const Shape& s : shapes) {
       for (int misalign : {0, 1}) {
         RandomWeights w(kind, s.rows, s.k, misalign, rng);
         RandomActs a(s.n, s.k, misalign * 3, rng);
         const int64_t ldy = s.rows + 2;
-        std::vector<float> want(static_cast<size_t>(s.n * ldy), -7.0f);
+        // Eight tokens' rows beyond the batch: a padded tile writes none of them.
+        std::vector<float> want(static_cast<size_t>((s.n + 8) * ldy), -7.0f);
         ref::quant_matmul(w.view, a.view, want.data(), ldy, s.begin, s.end);
         for (int t = 0; t < cpu::compiled_target_count(); ++t) {
           cpu::force_target(t);

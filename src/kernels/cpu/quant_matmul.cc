@@ -297,7 +297,8 @@ using TileCodes = Codes<K, K == CodeKind::kNf4 && kDot && ORK_X86_DOT>;
 // 0's step 1, ...), each step already in code order. One tile's loads then
 // walk one contiguous stream instead of T streams a.k bytes apart (in a
 // throwaway harness the 1x8 i4 tile went from 48 to 73 GMAC/s). A group left
-// over on 256-bit targets follows, T x 32 bytes in weight order.
+// over on 256-bit targets follows, T x 32 bytes in weight order. (PanelActs
+// copies the first `valid` of the n tokens and leaves zeros for the rest.)
 constexpr int64_t kStepBytes = 32 * kStepGroups;
 
 // Scratch for panels: 64-byte aligned, so no 32-byte load of a panel
@@ -321,9 +322,11 @@ HWY_INLINE void SwapMiddleQuarters(const int8_t* from, int8_t* to) {
 }
 
 template <bool kNibbleOrder>
-void PanelActs(const int8_t* src, int n, int64_t k, int8_t* dst) {
+void PanelActs(const int8_t* src, int n, int64_t k, int8_t* dst, int valid = -1) {
   const int64_t groups = k / 32, steps = groups / kStepGroups;
-  for (int t = 0; t < n; ++t) {
+  if (valid < 0) valid = n;
+  if (valid < n) std::memset(dst, 0, static_cast<size_t>(n * k));  // padding tokens: zeros
+  for (int t = 0; t < valid; ++t) {
     const int8_t* s = src + t * k;
     for (int64_t st = 0; st < steps; ++st) {
       int8_t* d = dst + (st * n + t) * kStepBytes;
@@ -373,6 +376,10 @@ constexpr int64_t kPlane0StepBytes = (K == CodeKind::kI8 ? 32 : 16) * kStepGroup
 template <CodeKind K>
 constexpr int64_t kPlane1StepBytes =
     (K == CodeKind::kI5 ? 4 : K == CodeKind::kI6 ? 8 : K == CodeKind::kI8s ? 16 : 0) * kStepGroups;
+
+// The kinds of four bits a weight (one plane of nibbles).
+template <CodeKind K>
+constexpr bool kFourBit = kPlane0StepBytes<K> == 16 * kStepGroups && kPlane1StepBytes<K> == 0;
 
 // A tile's R rows r0 + r * stride: where each starts in both planes.
 template <CodeKind K, int R>
@@ -525,21 +532,31 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
 #include "kernels/cpu/wide_tile-inl.h"  // TileWide: the batch tile on AVX-512 VNNI
 
 // The R x T batch tile (R adjacent rows): TileWide where the CPU has
-// AVX-512 VNNI, else Tile row by row.
+// AVX-512 VNNI, else Tile row by row. Tokens from nt on are padding (the
+// panel holds zeros there): not written (TileWide only: kPadTiles).
 template <CodeKind K, int T, int R, bool kDot>
 HWY_INLINE void BatchTile(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
-                          int64_t ldy) {
+                          int64_t ldy, int nt) {
 #if ORK_X86_DOT
-  if constexpr (kDot && T >= 4) return TileWide<K, T, R>(w, a, panel, r0, t0, y, ldy);
+  if constexpr (kDot && T >= 4) return TileWide<K, T, R>(w, a, panel, r0, t0, y, ldy, nt);
 #endif
   for (int r = 0; r < R; ++r) Tile<K, 1, T, kDot>(w, a, panel, r0 + r, t0, y, ldy);
 }
 
+// Whether a chunk's last tokens go in one tile of 8 or 4 with zeros after
+// them: where the batch tile is TileWide, which writes only the tokens
+// given. A single-token tile runs at a quarter of the four-token tile's
+// multiply-adds a second, so the padded tile costs less from two tokens on
+// (at 16 tokens an expert - a MoE's prefill - a fifth of the tiles were
+// single tokens).
+template <bool kDot>
+constexpr bool kPadTiles = kDot && ORK_X86_DOT;
+
 // Prefill, blocked for the caches: tokens in chunks whose activations stay
-// in L2 (<= 256 KiB), copied into one panel per tile of 8 (then 4, then 1)
-// tokens (PanelActs); rows in blocks whose weights stay in L2 (<= 128 KiB),
-// and within a block, each tile (in L1) against every row of the block.
-// Weights are read from memory once per token chunk.
+// in L2 (<= 256 KiB), copied into one panel per tile of 8 tokens (then the
+// rest: see kPadTiles) (PanelActs); rows in blocks whose weights stay in L2
+// (<= 128 KiB), and within a block, each tile (in L1) against every row of
+// the block. Weights are read from memory once per token chunk.
 template <CodeKind K, bool kDot>
 void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy, int64_t row_begin,
                    int64_t row_end) {
@@ -547,33 +564,55 @@ void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
   const int64_t row_bytes = plane0_row_bytes(K, w.k) + plane1_row_bytes(K, w.k);
   const int64_t row_block = std::max<int64_t>(4, (int64_t{128} << 10) / row_bytes);
   thread_local std::vector<int8_t> scratch;
+  // A chunk is a multiple of 8 tokens, so a padded last tile fits in it.
   int8_t* const panels = PanelScratch(scratch, chunk * a.k);
+  struct TokenTile {
+    int t, size, valid;
+  };
+  thread_local std::vector<TokenTile> tiles;
   for (int c0 = 0; c0 < a.n; c0 += chunk) {
     const int c1 = std::min(a.n, c0 + chunk);
-    // Tiles of 8 tokens, then one of 4, then single tokens.
-    int t8 = c0 + (c1 - c0) / 8 * 8, t4 = t8 + (c1 - t8) / 4 * 4;
-    auto tile_size = [&](int t) { return t < t8 ? 8 : t < t4 ? 4 : 1; };
-    for (int t = c0; t < c1; t += tile_size(t)) {
-      PanelActs<Codes<K>::kNibbleOrder>(a.q + t * a.k, tile_size(t), a.k, panels + (t - c0) * a.k);
+    // Tiles of 8 tokens, then the rest: one tile of 8 or 4 with padding
+    // (kPadTiles), else one of 4 and single tokens.
+    tiles.clear();
+    int t = c0;
+    for (; t + 8 <= c1; t += 8) tiles.push_back({t, 8, 8});
+    const int rest = c1 - t;
+    if (kPadTiles<kDot> && rest >= 5) {
+      tiles.push_back({t, 8, rest});
+    } else if (kPadTiles<kDot> && rest >= 2) {
+      tiles.push_back({t, 4, rest});
+    } else {
+      if (rest >= 4) tiles.push_back({t, 4, 4}), t += 4;
+      for (; t < c1; ++t) tiles.push_back({t, 1, 1});
+    }
+    for (const TokenTile& tt : tiles) {
+      PanelActs<Codes<K>::kNibbleOrder>(a.q + tt.t * a.k, tt.size, a.k, panels + (tt.t - c0) * a.k, tt.valid);
     }
     for (int64_t rb = row_begin; rb < row_end; rb += row_block) {
       const int64_t re = std::min(row_end, rb + row_block);
-      for (int t = c0; t < c1; t += tile_size(t)) {
-        const int8_t* panel = panels + (t - c0) * a.k;
-        switch (tile_size(t)) {
-          case 8:
-            for (int64_t r = rb; r < re; ++r) BatchTile<K, 8, 1, kDot>(w, a, panel, r, t, y, ldy);
-            break;
-          case 4: {
-            // Two rows a tile: each activation load meets both (four tokens
-            // leave room for the sums of two rows in registers).
+      for (const TokenTile& tt : tiles) {
+        const int8_t* panel = panels + (tt.t - c0) * a.k;
+        switch (tt.size) {
+          case 8: {
             int64_t r = rb;
-            for (; r + 2 <= re; r += 2) BatchTile<K, 4, 2, kDot>(w, a, panel, r, t, y, ldy);
-            if (r < re) BatchTile<K, 4, 1, kDot>(w, a, panel, r, t, y, ldy);
+            for (; r + 2 <= re; r += 2) BatchTile<K, 8, 2, kDot>(w, a, panel, r, tt.t, y, ldy, tt.valid);
+            if (r < re) BatchTile<K, 8, 1, kDot>(w, a, panel, r, tt.t, y, ldy, tt.valid);
+            break;
+          }
+          case 4: {
+            // Two rows a tile (four for the 4-bit kinds): each activation
+            // load meets them all.
+            int64_t r = rb;
+            if constexpr (kFourBit<K>) {
+              for (; r + 4 <= re; r += 4) BatchTile<K, 4, 4, kDot>(w, a, panel, r, tt.t, y, ldy, tt.valid);
+            }
+            for (; r + 2 <= re; r += 2) BatchTile<K, 4, 2, kDot>(w, a, panel, r, tt.t, y, ldy, tt.valid);
+            if (r < re) BatchTile<K, 4, 1, kDot>(w, a, panel, r, tt.t, y, ldy, tt.valid);
             break;
           }
           default:
-            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 1, kDot>(w, a, panel, r, t, y, ldy);
+            for (int64_t r = rb; r < re; ++r) Tile<K, 1, 1, kDot>(w, a, panel, r, tt.t, y, ldy);
         }
       }
     }

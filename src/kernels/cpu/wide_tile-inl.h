@@ -25,11 +25,22 @@ HWY_INLINE __m512i DotAddUnsigned512(__m512i acc, __m512i u, __m512i s) {
 // so a token's chain waits on every other instruction only. The same
 // integers as Tile. llama-1b's i4 rows, K = 2048, one thread
 // (ork-kernels-bench, interleaved with --target=AVX3): see docs/BENCHMARKS.md.
+// R rows share each activation load: a core issues one 512-bit vpdpbusd
+// and about one 512-bit load a cycle, so with one row a tile of eight
+// tokens waited on its nine loads a step, and where the panel outgrows L1
+// (K > 4096 at eight tokens: a down projection) on L2 - two rows took
+// i4 at M = 64 from 150 to 184 GMAC/s at K = 2048 and from 95 to 170 at
+// K = 8192, against the core's 230 (BM_VpdpbusdPeak; docs/BENCHMARKS.md
+// 13.4). Tokens from nt on are padding (zeros in the panel): summed with
+// the others, never written.
 template <CodeKind K, int T, int R = 1>
 HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
-                           int64_t ldy) {
+                           int64_t ldy, int nt = T) {
   static_assert(T % 4 == 0, "the lane sums are taken four tokens at a time");
-  static_assert(R * T * 2 <= 16, "the sums must stay in registers beside the codes");
+  static_assert(R * T <= 16, "the sums must stay in registers beside the codes");
+  // Few sums take even and odd steps apart, so a chain waits on every
+  // other instruction; sixteen are far enough apart on their own.
+  constexpr bool kSplit = R * T <= 8;
   using C = TileCodes<K, true>;
   const DI8 di;
   const DI32 d32;
@@ -74,7 +85,7 @@ HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8
   int64_t st = 0;
   for (; st + 2 <= steps; st += 2) {
     step(st, even);
-    step(st + 1, odd);
+    step(st + 1, kSplit ? odd : even);
   }
   if (st < steps) step(st, even);
   // The T tokens' lane sums four at a time: each register folded to 256
@@ -107,7 +118,7 @@ HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8
   }
   for (int r = 0; r < R; ++r) {
     const float ws = w.scales[r0 + r] * w.scale_mul;
-    for (int t = 0; t < T; ++t) {
+    for (int t = 0; t < nt; ++t) {  // tokens from nt on: padding
       int32_t dot = dots[r][t];
       if constexpr (C::kUnsigned) dot -= C::kOffset * a.sum[t0 + t];
       y[(t0 + t) * ldy + r0 + r] = ws * a.scale[t0 + t] * static_cast<float>(dot);
