@@ -148,11 +148,52 @@ void DeltaRule(float* S, int k_dim, int v_dim, int n, const float* q, const floa
 }
 
 
-// C[i][:] (+)= sum_r A[i][r] B[r][:] for i < m, over K terms and N columns
-// (row-major, leading dimensions lda, ldb, ldc): four rows of C at a time
-// against two vectors of columns, so each B load feeds four FMAs.
+// Rows of C a tile of SmallGemm takes: eight where the target has 32
+// vector registers (sixteen sums, two B vectors and a broadcast), four on
+// x86 below AVX-512 (sixteen registers).
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+constexpr int kGemmRows = 4;
+#else
+constexpr int kGemmRows = 8;
+#endif
+
+// C[i][j..j+W L) = keep C[i][j..j+W L) + sum_r A[i][r] B[r][j..j+W L) for R
+// rows i from A and C: each B load feeds R FMAs (keep 0: C is not read).
+template <int R, int W>
+HWY_INLINE void GemmTile(int K, const float* A, size_t lda, const float* B, size_t ldb, float* C, size_t ldc,
+                         size_t j, float keep) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  using Vec = hn::Vec<DF>;
+  Vec s[R][W];
+  for (int ii = 0; ii < R; ++ii) {
+    for (int h = 0; h < W; ++h) s[ii][h] = hn::Zero(d);
+  }
+  for (int r = 0; r < K; ++r) {
+    const float* b = B + static_cast<size_t>(r) * ldb + j;
+    Vec bv[W];
+    for (int h = 0; h < W; ++h) bv[h] = hn::LoadU(d, b + h * L);
+    for (int ii = 0; ii < R; ++ii) {
+      const Vec x = hn::Set(d, A[static_cast<size_t>(ii) * lda + static_cast<size_t>(r)]);
+      for (int h = 0; h < W; ++h) s[ii][h] = hn::MulAdd(x, bv[h], s[ii][h]);
+    }
+  }
+  const Vec kv = hn::Set(d, keep);
+  for (int ii = 0; ii < R; ++ii) {
+    float* c = C + static_cast<size_t>(ii) * ldc + j;
+    for (int h = 0; h < W; ++h) {
+      hn::StoreU(keep == 0.0f ? s[ii][h] : hn::MulAdd(kv, hn::LoadU(d, c + h * L), s[ii][h]), d, c + h * L);
+    }
+  }
+}
+
+// C[i][:] = keep C[i][:] + sum_r A[i][r] B[r][:] for i < m, over K terms and
+// N columns (row-major, leading dimensions lda, ldb, ldc; keep 0: C is
+// only written, 1: accumulated, else scaled first): kGemmRows rows of C at
+// a time (then four, then one) against two vectors of columns (then one;
+// the last N % L columns one by one).
 HWY_INLINE void SmallGemm(int m, int N, int K, const float* A, size_t lda, const float* B, size_t ldb, float* C,
-                          size_t ldc, bool accumulate) {
+                          size_t ldc, float keep) {
   const DF d;
   const auto L = static_cast<int>(hn::Lanes(d));
   auto one = [&](int i, int j) {  // C[i][j] alone (the tails)
@@ -160,52 +201,24 @@ HWY_INLINE void SmallGemm(int m, int N, int K, const float* A, size_t lda, const
     float acc = 0.0f;
     for (int r = 0; r < K; ++r) acc = std::fma(a[r], B[static_cast<size_t>(r) * ldb + j], acc);
     float& c = C[static_cast<size_t>(i) * ldc + j];
-    c = accumulate ? c + acc : acc;
+    c = keep == 0.0f ? acc : std::fma(keep, c, acc);
+  };
+  const int n2 = N / (2 * L) * (2 * L), n1 = N / L * L;
+  auto rows = [&]<int R>(int i) {
+    const float* a = A + static_cast<size_t>(i) * lda;
+    float* c = C + static_cast<size_t>(i) * ldc;
+    for (int j = 0; j < n2; j += 2 * L) GemmTile<R, 2>(K, a, lda, B, ldb, c, ldc, static_cast<size_t>(j), keep);
+    if (n1 > n2) GemmTile<R, 1>(K, a, lda, B, ldb, c, ldc, static_cast<size_t>(n2), keep);
+    for (int j = n1; j < N; ++j) {
+      for (int ii = 0; ii < R; ++ii) one(i + ii, j);
+    }
   };
   int i = 0;
-  for (; i + 4 <= m; i += 4) {
-    const float* a0 = A + static_cast<size_t>(i) * lda;
-    const float* a1 = a0 + lda;
-    const float* a2 = a1 + lda;
-    const float* a3 = a2 + lda;
-    float* c0 = C + static_cast<size_t>(i) * ldc;
-    int j = 0;
-    for (; j + 2 * L <= N; j += 2 * L) {
-      auto z = hn::Zero(d);
-      auto s00 = z, s01 = z, s10 = z, s11 = z, s20 = z, s21 = z, s30 = z, s31 = z;
-      for (int r = 0; r < K; ++r) {
-        const float* b = B + static_cast<size_t>(r) * ldb + j;
-        const auto b0 = hn::LoadU(d, b), b1 = hn::LoadU(d, b + L);
-        auto x = hn::Set(d, a0[r]);
-        s00 = hn::MulAdd(x, b0, s00);
-        s01 = hn::MulAdd(x, b1, s01);
-        x = hn::Set(d, a1[r]);
-        s10 = hn::MulAdd(x, b0, s10);
-        s11 = hn::MulAdd(x, b1, s11);
-        x = hn::Set(d, a2[r]);
-        s20 = hn::MulAdd(x, b0, s20);
-        s21 = hn::MulAdd(x, b1, s21);
-        x = hn::Set(d, a3[r]);
-        s30 = hn::MulAdd(x, b0, s30);
-        s31 = hn::MulAdd(x, b1, s31);
-      }
-      const auto put = [&](float* c, decltype(z) v) { hn::StoreU(accumulate ? hn::Add(hn::LoadU(d, c), v) : v, d, c); };
-      put(c0 + j, s00);
-      put(c0 + j + L, s01);
-      put(c0 + ldc + j, s10);
-      put(c0 + ldc + j + L, s11);
-      put(c0 + 2 * ldc + j, s20);
-      put(c0 + 2 * ldc + j + L, s21);
-      put(c0 + 3 * ldc + j, s30);
-      put(c0 + 3 * ldc + j + L, s31);
-    }
-    for (; j < N; ++j) {
-      for (int ii = 0; ii < 4; ++ii) one(i + ii, j);
-    }
+  for (; i + kGemmRows <= m; i += kGemmRows) rows.template operator()<kGemmRows>(i);
+  if constexpr (kGemmRows > 4) {
+    for (; i + 4 <= m; i += 4) rows.template operator()<4>(i);
   }
-  for (; i < m; ++i) {
-    for (int j = 0; j < N; ++j) one(i, j);
-  }
+  for (; i < m; ++i) rows.template operator()<1>(i);
 }
 
 // The delta rule over chunks of kDeltaChunk tokens (recurrent_ops.h). With
@@ -214,7 +227,8 @@ HWY_INLINE void SmallGemm(int m, int N, int K, const float* A, size_t lda, const
 //   o_i = scale (g_i S0^T q_i + sum_{j<=i} (g_i/g_j)(q_i.k_j) u_j)
 //   S   = g_last S0 + sum_j (g_last/g_j) k_j u_j^T
 // which is the recurrence unrolled: its state products become matrix
-// products, the state read three times per chunk instead of twice per token.
+// products, the state read twice per chunk (once for K S0 and Q S0 together,
+// once to update it) instead of twice per token.
 void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, const float* k, const float* v,
                       int64_t stride, const float* beta, const float* decay, int64_t gate_stride, float scale,
                       float* out, int64_t out_stride) {
@@ -222,13 +236,13 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
   const auto Kd = static_cast<size_t>(k_dim), V = static_cast<size_t>(v_dim);
   const size_t L = hn::Lanes(d);
   constexpr int C = kDeltaChunk;
-  thread_local std::vector<float> qc, kc, kt, w, u, qs, g, lg, ratio, gam;
-  qc.resize(C * Kd);
-  kc.resize(C * Kd);
+  // The chunk's normalized keys and queries stacked (k rows, then q rows),
+  // so one product with the state gives both w and qs, below them in wq.
+  thread_local std::vector<float> kq, kt, wq, u, g, lg, ratio, gam;
+  kq.resize(2 * C * Kd);
   kt.resize(Kd * C);
-  w.resize(C * V);
+  wq.resize(2 * C * V);
   u.resize(C * V);
-  qs.resize(C * V);
   g.resize(C * C);
   lg.resize(C);
   ratio.resize(C * C);  // [i][j]: g_i / g_j, j <= i
@@ -236,6 +250,10 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
   for (int c0 = 0; c0 < n; c0 += C) {
     const int m = std::min(C, n - c0);
     const auto um = static_cast<size_t>(m);
+    float* const kc = kq.data();
+    float* const qc = kc + um * Kd;
+    float* const w = wq.data();
+    float* const qs = w + um * V;
     float cum = 0.0f;
     for (size_t i = 0; i < um; ++i) {
       const int64_t t = c0 + static_cast<int64_t>(i);
@@ -256,10 +274,9 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
       for (size_t p = 0; p <= i; ++p) ratio[i * C + p] = std::exp(lg[i] - lg[p]);
     }
     // w = K S0, qs = Q S0 (the chunk's view of the state it starts from).
-    SmallGemm(m, v_dim, k_dim, kc.data(), Kd, S, V, w.data(), V, false);
-    SmallGemm(m, v_dim, k_dim, qc.data(), Kd, S, V, qs.data(), V, false);
+    SmallGemm(2 * m, v_dim, k_dim, kc, Kd, S, V, w, V, 0.0f);
     // u, row by row: r_i = beta_i (v_i - g_i w_i) less the earlier rows.
-    SmallGemm(m, m, k_dim, kc.data(), Kd, kt.data(), C, g.data(), C, false);  // k_i . k_j
+    SmallGemm(m, m, k_dim, kc, Kd, kt.data(), C, g.data(), C, 0.0f);  // k_i . k_j
     for (size_t i = 0; i < um; ++i) {
       const int64_t t = c0 + static_cast<int64_t>(i);
       const float b = beta[t * gate_stride], gi = gam[i];
@@ -281,12 +298,12 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
       }
     }
     // o = scale (g qs + P u), P_ij = (g_i/g_j)(q_i.k_j) for j <= i.
-    SmallGemm(m, m, k_dim, qc.data(), Kd, kt.data(), C, g.data(), C, false);  // q_i . k_j
+    SmallGemm(m, m, k_dim, qc, Kd, kt.data(), C, g.data(), C, 0.0f);  // q_i . k_j
     for (size_t i = 0; i < um; ++i) {
       for (size_t p = 0; p < um; ++p) g[i * C + p] = p <= i ? ratio[i * C + p] * g[i * C + p] : 0.0f;
       for (size_t j = 0; j < V; ++j) qs[i * V + j] *= gam[i];
     }
-    SmallGemm(m, v_dim, m, g.data(), C, u.data(), V, qs.data(), V, true);
+    SmallGemm(m, v_dim, m, g.data(), C, u.data(), V, qs, V, 1.0f);
     for (size_t i = 0; i < um; ++i) {
       float* o = out + (c0 + static_cast<int64_t>(i)) * out_stride;
       for (size_t j = 0; j < V; ++j) o[j] = qs[i * V + j] * scale;
@@ -296,8 +313,7 @@ void DeltaRuleChunked(float* S, int k_dim, int v_dim, int n, const float* q, con
     for (size_t r = 0; r < Kd; ++r) {
       for (size_t i = 0; i < um; ++i) kt[r * C + i] *= ratio[(um - 1) * C + i];
     }
-    for (size_t x = 0; x < Kd * V; ++x) S[x] *= glast;
-    SmallGemm(k_dim, v_dim, m, kt.data(), C, u.data(), V, S, V, true);
+    SmallGemm(k_dim, v_dim, m, kt.data(), C, u.data(), V, S, V, glast);
   }
 }
 
