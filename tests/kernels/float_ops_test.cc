@@ -140,6 +140,32 @@ TEST_F(FloatEveryTarget, NarrowWeightsGiveTheWideMatrixBits) {
   }
 }
 
+// Several tokens take the rows in blocks that stay in L2, a token alone the
+// whole range at once: the same sums in the same order, so the same bits -
+// over a range that starts and ends inside a block and spans several (f32
+// rows of 1,024: blocks of 32; f16: 64).
+TEST_F(FloatEveryTarget, RowBlocksOfABatchGiveEachTokensBits) {
+  using cpu::FloatWeights;
+  const int64_t rows = 301, k = 1024, begin = 3, end = 299;
+  const int n = 5;
+  const auto wf = normal_vector(rows * k, 7, 0.02f);
+  std::vector<uint16_t> wh(wf.size());
+  for (size_t i = 0; i < wf.size(); ++i) wh[i] = f32_to_f16(wf[i]);
+  const auto x = normal_vector(n * k, 8);
+  for (FloatWeights kind : {FloatWeights::kF32, FloatWeights::kF16}) {
+    const void* w = kind == FloatWeights::kF32 ? static_cast<const void*>(wf.data()) : wh.data();
+    for (int tg = 0; tg < cpu::compiled_target_count(); ++tg) {
+      cpu::force_target(tg);
+      std::vector<float> batch(static_cast<size_t>(n * rows), -1.0f), alone(batch.size(), -1.0f);
+      cpu::float_matmul(kind, w, k, x.data(), n, batch.data(), rows, begin, end);
+      for (int t = 0; t < n; ++t) {
+        cpu::float_matmul(kind, w, k, x.data() + t * k, 1, alone.data() + t * rows, rows, begin, end);
+      }
+      EXPECT_EQ(batch, alone) << cpu::target_name(tg) << " kind=" << static_cast<int>(kind);
+    }
+  }
+}
+
 TEST_F(FloatEveryTarget, RmsNormSwigluRopeMatchReference) {
   for (int64_t n : {1, 9, 64, 2048, 2051}) {
     const auto x = normal_vector(n, 3, 2.0f), w = normal_vector(n, 4), up = normal_vector(n, 5);

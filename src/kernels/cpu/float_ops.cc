@@ -176,49 +176,89 @@ HWY_INLINE float LoadWScalar(const void* w, int64_t at) {
   if constexpr (kKind == FloatWeights::kF32) return static_cast<const float*>(w)[at];
 }
 
-// Four rows at a time against one token: four independent FMA chains, the
-// rows a quarter of the range apart, so the weights stream in four long
-// sequential runs the hardware prefetcher follows (as the quantized decode
-// tile does with two: quant_matmul.cc). llama-1b in f32 (4.15 GB per
-// token), alternating `ork bench -p 0 -n 8 -r 3` runs against four adjacent
-// rows: 82.4, 86.1, 89.8, 86.8 -> 97.4, 90.6, 97.4, 111.0 % of the probe
-// (this VM's probe is noisy; the tok/s moved less, 0-3 %). Each row keeps
-// its one accumulator and order: results are unchanged.
+// Rows one at a time against one token: one FMA chain a row, then the
+// last k % L terms in order.
 template <FloatWeights kKind>
-void FloatMatmulOf(const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy, int64_t row_begin,
-                   int64_t row_end) {
+void FloatRowsAlone(const void* w, int64_t k, const float* xt, float* yt, int64_t row_begin, int64_t row_end) {
   const DF d;
   const auto L = static_cast<int64_t>(hn::Lanes(d));
-  for (int t = 0; t < n; ++t) {
-    const float* xt = x + t * k;
-    const int64_t q = (row_end - row_begin) / 4;
-    int64_t r = row_begin;
-    for (; r < row_begin + q; ++r) {
-      auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-      int64_t j = 0;
-      for (; j + L <= k; j += L) {
-        const auto xv = hn::LoadU(d, xt + j);
-        a0 = hn::MulAdd(LoadW<kKind>(w, r * k + j), xv, a0);
-        a1 = hn::MulAdd(LoadW<kKind>(w, (r + q) * k + j), xv, a1);
-        a2 = hn::MulAdd(LoadW<kKind>(w, (r + 2 * q) * k + j), xv, a2);
-        a3 = hn::MulAdd(LoadW<kKind>(w, (r + 3 * q) * k + j), xv, a3);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    auto a0 = hn::Zero(d);
+    int64_t j = 0;
+    for (; j + L <= k; j += L) a0 = hn::MulAdd(LoadW<kKind>(w, r * k + j), hn::LoadU(d, xt + j), a0);
+    float s = hn::GetLane(hn::SumOfLanes(d, a0));
+    for (; j < k; ++j) s += LoadWScalar<kKind>(w, r * k + j) * xt[j];
+    yt[r] = s;
+  }
+}
+
+// Four rows at a time against T tokens: four independent FMA chains a
+// token, the rows a quarter of the range apart, so the weights stream in
+// four long sequential runs the hardware prefetcher follows (as the
+// quantized decode tile does with two: quant_matmul.cc). llama-1b in f32
+// (4.15 GB per token), alternating `ork bench -p 0 -n 8 -r 3` runs against
+// four adjacent rows: 82.4, 86.1, 89.8, 86.8 -> 97.4, 90.6, 97.4, 111.0 %
+// of the probe (this VM's probe is noisy; the tok/s moved less, 0-3 %).
+// Several tokens (T > 1) load and widen each weight vector once for all of
+// them. Each (row, token) keeps its one accumulator and order, so any T
+// and any split of the rows give the same bits; the last rows go alone.
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+constexpr int kFloatTokens = 2;  // sixteen vector registers: 8 sums, 4 rows, 1 token
+#else
+constexpr int kFloatTokens = 4;  // 16 sums, 4 rows, 1 token of 32 registers
+#endif
+
+template <FloatWeights kKind, int T>
+void FloatRowsOfTokens(const void* w, int64_t k, const float* x, float* y, int64_t ldy, int64_t row_begin,
+                       int64_t row_end) {
+  const DF d;
+  const auto L = static_cast<int64_t>(hn::Lanes(d));
+  using Vec = hn::Vec<DF>;
+  const int64_t q = (row_end - row_begin) / 4;
+  for (int64_t r = row_begin; r < row_begin + q; ++r) {
+    Vec acc[4][T];
+    for (int i = 0; i < 4; ++i) {
+      for (int t = 0; t < T; ++t) acc[i][t] = hn::Zero(d);
+    }
+    int64_t j = 0;
+    for (; j + L <= k; j += L) {
+      Vec wv[4];
+      for (int i = 0; i < 4; ++i) wv[i] = LoadW<kKind>(w, (r + i * q) * k + j);
+      for (int t = 0; t < T; ++t) {
+        const Vec xv = hn::LoadU(d, x + t * k + j);
+        for (int i = 0; i < 4; ++i) acc[i][t] = hn::MulAdd(wv[i], xv, acc[i][t]);
       }
-      float s[4] = {hn::GetLane(hn::SumOfLanes(d, a0)), hn::GetLane(hn::SumOfLanes(d, a1)),
-                    hn::GetLane(hn::SumOfLanes(d, a2)), hn::GetLane(hn::SumOfLanes(d, a3))};
-      for (; j < k; ++j) {
-        for (int i = 0; i < 4; ++i) s[i] += LoadWScalar<kKind>(w, (r + i * q) * k + j) * xt[j];
+    }
+    for (int t = 0; t < T; ++t) {
+      const float* xt = x + t * k;
+      float s[4];
+      for (int i = 0; i < 4; ++i) s[i] = hn::GetLane(hn::SumOfLanes(d, acc[i][t]));
+      for (int64_t jj = j; jj < k; ++jj) {
+        for (int i = 0; i < 4; ++i) s[i] += LoadWScalar<kKind>(w, (r + i * q) * k + jj) * xt[jj];
       }
       for (int i = 0; i < 4; ++i) y[t * ldy + r + i * q] = s[i];
     }
-    r = row_begin + 4 * q;
-    for (; r < row_end; ++r) {
-      auto a0 = hn::Zero(d);
-      int64_t j = 0;
-      for (; j + L <= k; j += L) a0 = hn::MulAdd(LoadW<kKind>(w, r * k + j), hn::LoadU(d, xt + j), a0);
-      float s = hn::GetLane(hn::SumOfLanes(d, a0));
-      for (; j < k; ++j) s += LoadWScalar<kKind>(w, r * k + j) * xt[j];
-      y[t * ldy + r] = s;
+  }
+  for (int t = 0; t < T; ++t) FloatRowsAlone<kKind>(w, k, x + t * k, y + t * ldy, row_begin + 4 * q, row_end);
+}
+
+// Several tokens: the rows in blocks that stay in L2 (<= 128 KiB), each
+// block against every token - a token at a time over the whole range read
+// the weights from memory or L3 once per token (a MoE router's 2 MiB of
+// f32, 512 times in a 512-token prefill). The same sums in the same order.
+template <FloatWeights kKind>
+void FloatMatmulOf(const void* w, int64_t k, const float* x, int n, float* y, int64_t ldy, int64_t row_begin,
+                   int64_t row_end) {
+  constexpr int64_t kWeightBytes = kKind == FloatWeights::kF32 ? 4 : 2;
+  const int64_t block = n == 1 ? row_end - row_begin
+                               : std::max<int64_t>(4, (int64_t{128} << 10) / (k * kWeightBytes) / 4 * 4);
+  for (int64_t b = row_begin; b < row_end; b += block) {
+    const int64_t e = std::min(row_end, b + block);
+    int t = 0;
+    for (; t + kFloatTokens <= n; t += kFloatTokens) {
+      FloatRowsOfTokens<kKind, kFloatTokens>(w, k, x + t * k, y + t * ldy, ldy, b, e);
     }
+    for (; t < n; ++t) FloatRowsOfTokens<kKind, 1>(w, k, x + t * k, y + t * ldy, ldy, b, e);
   }
 }
 
