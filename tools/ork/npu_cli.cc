@@ -113,7 +113,7 @@ const char* clock_name(const DispatchOptions& o) {
 void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchStats& prefill_stats,
                     const ModelConfig* config) const {
   if (!engine_) return;
-  const npu::NpuEngine::Stats s = engine_->stats();
+  const npu::NpuEngine::Stats s = counted();
   std::fprintf(out, "npu              %s; %llu jobs, %llu programs\n", engine_->name().c_str(),
                static_cast<unsigned long long>(s.jobs), static_cast<unsigned long long>(s.program_cache_entries));
   std::fprintf(out, "dispatch prefill %s (%llu refused by the NPU: tier or shape); split rows %llu npu / %llu cpu\n",
@@ -167,7 +167,7 @@ void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchS
 
 std::string NpuCli::json(const DispatchStats& decode, const DispatchStats& prefill_stats) const {
   if (!engine_) return {};
-  const npu::NpuEngine::Stats s = engine_->stats();
+  const npu::NpuEngine::Stats s = counted();
   return fmt::format(", \"npu\": {{\"device\": \"{}\", \"jobs\": {}, \"prefill\": {}, \"refused\": {}, \"decode\": {}, "
                      "\"overlay\": {{\"hits\": {}, \"misses\": {}, \"skipped\": {}, \"hit_rate\": {:.4f}, \"clock\": \"{}\"}}, "
                      "\"modeled_prefill_ms\": {{\"routed\": {:.3f}, \"cpu_only\": {:.3f}, \"npu_only\": {:.3f}}}, "
@@ -178,6 +178,21 @@ std::string NpuCli::json(const DispatchStats& decode, const DispatchStats& prefi
                      clock_name(options_), prefill_stats.modeled_routed_us / 1e3, prefill_stats.modeled_cpu_us / 1e3,
                      prefill_stats.modeled_npu_us / 1e3, s.modeled_device_us / 1e3, s.host_wall_us / 1e3, s.maps, s.evictions,
                      model_->json());
+}
+
+void NpuCli::restart_counts() {
+  if (engine_) base_ = engine_->stats();
+}
+
+npu::NpuEngine::Stats NpuCli::counted() const {
+  npu::NpuEngine::Stats s = engine_->stats();
+  s.jobs -= base_.jobs;
+  s.modeled_device_us -= base_.modeled_device_us;
+  s.host_wall_us -= base_.host_wall_us;
+  s.maps -= base_.maps;
+  s.unmaps -= base_.unmaps;
+  s.evictions -= base_.evictions;
+  return s;  // program_cache_entries: what the device holds, not a count
 }
 
 Status NpuCli::finish() {

@@ -45,8 +45,14 @@ struct NpuCli {
   const PerfModel* model() const { return model_.get(); }
   // Writes --trace (after the engine has drained).
   Status finish();
+  // The device's counters from here on: report and json leave out what
+  // ran before (a benchmark's untimed warm-up).
+  void restart_counts();
 
  private:
+  // The engine's counters since restart_counts().
+  npu::NpuEngine::Stats counted() const;
+  npu::NpuEngine::Stats base_;
   std::unique_ptr<Trace> trace_data_;
   std::unique_ptr<npu::NpuEngine> engine_;
   std::unique_ptr<PerfModel> model_;
