@@ -318,7 +318,8 @@ Runner add_pack(CLI::App& app) {
   app.add_option("--npu", c->npu,
                  "Plan for a device with this NPU (rk3588, hexagon-v75, hexagon-v79): only tiers the NPU reads - i4, "
                  "nf4 (through its int8 table) and i8s, the sensitive set the decode overlay recomputes at int8 while "
-                 "the CPU reads its high plane; no i5/i6 (CPU only)");
+                 "the CPU reads its high plane; no i5/i6 (CPU only). With --sensitivity the choice of the i8s set weighs "
+                 "each tensor by its measured effect on the logits (docs/QUALITY.md section 12)");
   app.add_flag("--sensitivity", c->sensitivity,
                "Weigh each tensor's quantization error by how far it moves the logits: each matrix (a MoE tensor's "
                "experts together) alone at nf4 in the model at i8, its KL divergence measured on the calibration "
