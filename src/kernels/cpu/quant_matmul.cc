@@ -351,14 +351,20 @@ HWY_INLINE void PrefetchSpan(const uint8_t* p) {
   for (int64_t off = 0; off < kBytes; off += 64) hwy::Prefetch(p + off);
 }
 
-// How far ahead of its reads each of decode's streams prefetches (plane 0):
-// a fixed distance, not one row, which is the same for i4 rows of K = 2048
-// but less for longer rows and several rows for short ones. In-process A/B
-// over whole decoded tokens (alternating rounds of 32 tokens, paired): the
-// qwen3moe shape, whose o projection has 2 KB rows and expert downs 388 B,
-// 1.01-1.07x in six runs of 12-30 rounds (59 of 90 rounds won); llama-1b
-// (4 KB down rows) 1.036x, 13 of 20; 512 bytes 1.016x.
-constexpr int64_t kFarPrefetchBytes = 1024;
+// How far ahead of its reads each of decode's streams prefetches (plane 0;
+// plane 1 as many rows ahead): a fixed distance, not one row, which is
+// less for long rows and several rows for short ones. It has to cover a
+// core's share of the bandwidth times the memory latency, so it grows with
+// the machine: on the AVX2 machine of e7031db (about 20 GB/s) 1 KB won (A/B
+// over whole decoded tokens, alternating rounds: the qwen3moe shape
+// 1.01-1.07x over one row, llama-1b 1.036x; 2-4 KB a little less), but on
+// a Zen 5 (70-80 GB/s for two cores) 1 KB left decode at 0.63 of the probe.
+// There, llama-1b's default pack, six alternating rounds of `ork bench -p 0
+// -n 64 -r 2` with a throwaway switch: 4 KB over 1 KB 1.10x at two threads
+// (5 of 6 rounds won) and 1.09x at one (6 of 6); its Q4_K_M GGUF (the block
+// kinds, bound by their arithmetic) unchanged. A per-machine choice from
+// `ork calibrate` would fit both; not built.
+constexpr int64_t kFarPrefetchBytes = 4096;
 
 // How far ahead a tile of at most four tokens prefetches its successors'
 // rows: tiles that many bytes on, not the next one. Such a tile computes
@@ -415,6 +421,8 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   const int64_t ahead = T <= 4 ? std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1))) : 1;
   const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
   const uint8_t* next1 = b1 > 0 ? w.p1 + (r0 + R * ahead) * b1 : nullptr;
+  // kFar: plane 1 as many rows ahead as plane 0 (at least one).
+  const int64_t far1 = b1 * std::max<int64_t>(1, kFarPrefetchBytes / b0);
 
   // With the dot product, a step's second code vector sums into acc1: one
   // instruction per vector leaves its latency the bound unless two chains
@@ -441,7 +449,7 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
     if constexpr (kFar) {
       for (int r = 0; r < R; ++r) {
         PrefetchSpan<step0>(row0[r] + kFarPrefetchBytes + at_step * step0);
-        if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + b1 + at_step * step1);
+        if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + far1 + at_step * step1);
       }
     } else {
       PrefetchSpan<R * step0>(next0 + at_step * R * step0);
