@@ -362,7 +362,8 @@ HWY_INLINE void PrefetchSpan(const uint8_t* p) {
 // There, llama-1b's default pack, six alternating rounds of `ork bench -p 0
 // -n 64 -r 2` with a throwaway switch: 4 KB over 1 KB 1.10x at two threads
 // (5 of 6 rounds won) and 1.09x at one (6 of 6); its Q4_K_M GGUF (the block
-// kinds, bound by their arithmetic) unchanged. A per-machine choice from
+// kinds, bound by their arithmetic) unchanged; 8 KB no better than 4 (three
+// rounds, llama-1b and the 12-layer qwen3.6 MoE). A per-machine choice from
 // `ork calibrate` would fit both; not built.
 constexpr int64_t kFarPrefetchBytes = 4096;
 
