@@ -10,6 +10,8 @@
 #include <cstring>
 #include <cstdio>
 #include <random>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -277,6 +279,40 @@ TEST_F(EveryTarget, BlockKindsMatchReference) {
         for (const BlockShape& s : q80_shapes) check_block_case(kind, s, misalign, floats, rng);
       }
     }
+  }
+}
+
+// A padded tile reads the scales and sums of its batch's tokens only:
+// those arrays end on a page with no access after it, so a read past the
+// last token faults (the sanitizer build runs only the AVX2 tiles).
+TEST_F(EveryTarget, PaddedTilesReadNothingPastTheLastToken) {
+  std::mt19937 rng(23);
+  const long page = sysconf(_SC_PAGESIZE);
+  for (int n : {6, 10, 13, 15}) {  // padded tiles of 4 and 8 after none or one tile of 8
+    // Pages: scales, no access, sums, no access.
+    void* mem = mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(mem, MAP_FAILED);
+    char* base = static_cast<char*>(mem);
+    ASSERT_EQ(mprotect(base + page, page, PROT_NONE), 0);
+    ASSERT_EQ(mprotect(base + 3 * page, page, PROT_NONE), 0);
+    const int64_t k = 512;
+    RandomActs a(n, k, 0, rng);
+    auto* scale = reinterpret_cast<float*>(base + page) - n;
+    auto* sum = reinterpret_cast<int32_t*>(base + 3 * page) - n;
+    std::copy(a.scale.begin(), a.scale.end(), scale);
+    std::copy(a.sum.begin(), a.sum.end(), sum);
+    const QuantActs edge{a.view.q, scale, sum, k, n};
+    for (CodeKind kind : kKinds) {
+      RandomWeights w(kind, 9, k, 0, rng);
+      std::vector<float> want(static_cast<size_t>(n * 9)), got(want.size());
+      ref::quant_matmul(w.view, a.view, want.data(), 9, 0, 9);
+      for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+        cpu::force_target(t);
+        cpu::quant_matmul(w.view, edge, got.data(), 9, 0, 9);
+        ASSERT_EQ(got, want) << cpu::target_name(t) << " " << kind_name(kind) << " n=" << n;
+      }
+    }
+    munmap(mem, 4 * page);
   }
 }
 

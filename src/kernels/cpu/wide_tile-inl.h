@@ -122,12 +122,25 @@ HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8
   // together. A scalar epilogue spent about as many floating-point
   // instructions as a short row's steps have vpdpbusd.
   for (int tg = 0; tg < T; tg += 4) {
+    const int valid = std::min(4, nt - tg);  // tokens from nt on: padding
+    if (valid <= 0) break;
+    // A group with padding reads only its tokens' scales and sums: the
+    // arrays end at the batch's last token.
+    alignas(16) float scale_buf[4] = {};
+    alignas(16) int32_t sum_buf[4] = {};
+    const float* scales = a.scale + t0 + tg;
+    const int32_t* sums = C::kUnsigned ? a.sum + t0 + tg : nullptr;
+    if (valid < 4) {
+      std::copy_n(scales, valid, scale_buf);
+      if constexpr (C::kUnsigned) std::copy_n(sums, valid, sum_buf);
+      scales = scale_buf;
+      sums = sum_buf;
+    }
     __m128 out[R];
-    const __m128 as = _mm_loadu_ps(a.scale + t0 + tg);
+    const __m128 as = _mm_loadu_ps(scales);
     __m128i offset_sums = _mm_setzero_si128();
     if constexpr (C::kUnsigned) {
-      offset_sums = _mm_mullo_epi32(_mm_set1_epi32(C::kOffset),
-                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.sum + t0 + tg)));
+      offset_sums = _mm_mullo_epi32(_mm_set1_epi32(C::kOffset), _mm_loadu_si128(reinterpret_cast<const __m128i*>(sums)));
     }
     for (int r = 0; r < R; ++r) {
       __m128i dot = _mm_load_si128(reinterpret_cast<const __m128i*>(&dots[r][tg]));
@@ -135,7 +148,6 @@ HWY_NOINLINE void TileWide(const QuantWeights& w, const QuantActs& a, const int8
       const __m128 scale = _mm_mul_ps(_mm_set1_ps(w.scales[r0 + r] * w.scale_mul), as);
       out[r] = _mm_mul_ps(scale, _mm_cvtepi32_ps(dot));
     }
-    const int valid = std::min(4, nt - tg);  // tokens from nt on: padding
     float* yt = y + static_cast<int64_t>(t0 + tg) * ldy + r0;
     if constexpr (R == 4) {
       _MM_TRANSPOSE4_PS(out[0], out[1], out[2], out[3]);
