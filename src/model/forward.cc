@@ -176,7 +176,6 @@ void Context::resize_scratch(int n) {
     dbeta_.resize(un * nv);
     dalpha_.resize(un * nv);
     ddecay_.resize(un * nv);
-    dhistory_.resize((taps - 1) * qkv);
     delta_state_.resize(layers * nv * static_cast<size_t>(c_.ssm_k_dim) * static_cast<size_t>(c_.ssm_v_dim));
     delta_conv_.resize(layers * (taps - 1) * qkv);
   }
@@ -328,7 +327,9 @@ const char* Context::Profile::name(Phase phase) {
     case kExpertsGateUp: return "experts: gate, up";
     case kExpertsDown: return "experts: down";
     case kConv: return "short conv";
-    case kDeltaNet: return "deltanet";
+    case kDeltaIn: return "deltanet: in";
+    case kDeltaState: return "deltanet: state";
+    case kDeltaOut: return "deltanet: out";
     case kSharedExpert: return "shared expert";
     case kFfnGateUp: return "ffn: gate, up";
     case kFfnDown: return "ffn: down";

@@ -140,7 +140,9 @@ class Context {
       kAttention,      // scores and values over the KV cache
       kO,              // the o input, the o loop, the residual
       kConv,           // a short-convolution layer: norm, in_proj, the convolution, out_proj, the residual
-      kDeltaNet,       // a gated DeltaNet layer: norm, projections, convolution, recurrence, out_proj, the residual
+      kDeltaIn,        // a gated DeltaNet layer's norm and its qkv / gate / beta / alpha projections
+      kDeltaState,     // its gates, convolution and delta rule (bytes: the recurrent state read and written)
+      kDeltaOut,       // its output norm and gate, out_proj, the residual
       kRouter,         // ffn norm, the router, top-k
       kExpertsGateUp,  // the routed experts' inputs, the gate/up loop (down inputs inside)
       kExpertsDown,    // the down loop (the weighted sum inside), the residual
@@ -250,7 +252,7 @@ class Context {
   // position delta_mark_pos_ (-1: none), which truncate can go back to.
   std::vector<float> delta_mark_state_, delta_mark_conv_;
   int delta_mark_pos_ = -1;
-  std::vector<float> dqkv_, dconv_, dz_, dbeta_, dalpha_, ddecay_, dout_, dhistory_;
+  std::vector<float> dqkv_, dconv_, dz_, dbeta_, dalpha_, ddecay_, dout_;
   // Gated attention (qwen35): each head's output gate.
   std::vector<float> attn_gate_;
 

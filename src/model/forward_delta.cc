@@ -31,6 +31,8 @@ Status Context::delta_block(int il, int n) {
   ORK_RETURN_IF_ERROR(matmul_shared({{&L.ssm_qkv, dqkv_.data()}, {&L.ssm_gate, dz_.data()}, {&L.ssm_beta, dbeta_.data()},
                                      {&L.ssm_alpha, dalpha_.data()}},
                                     xn_.data(), n));
+  lap(Profile::kDeltaIn,
+      matrix_bytes(L.ssm_qkv) + matrix_bytes(L.ssm_gate) + matrix_bytes(L.ssm_beta) + matrix_bytes(L.ssm_alpha));
   for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
     for (size_t j = 0; j < unv; ++j) {
       float& b = dbeta_[t * unv + j];
@@ -51,14 +53,12 @@ Status Context::delta_block(int il, int n) {
     }
     const size_t r0 = static_cast<size_t>(seg.row0), sn = static_cast<size_t>(seg.n);
     ops_.conv_silu(&dqkv_[r0 * qkv], seg.n, static_cast<int>(qkv), L.ssm_conv_w.data(), taps, conv, &dconv_[r0 * qkv]);
-    // The convolution's last inputs: the newest taps - 1 rows of history +
-    // batch, oldest first (only those rows are copied, never the batch).
-    for (size_t i = 0; i < hist_rows; ++i) {
-      const size_t src = sn + i;  // row i of the new history, counted in [old history | batch]
-      const float* from = src < hist_rows ? &conv[src * qkv] : &dqkv_[(r0 + src - hist_rows) * qkv];
-      std::copy_n(from, qkv, &dhistory_[i * qkv]);
-    }
-    std::copy_n(dhistory_.begin(), hist_rows * qkv, conv);
+    // The convolution's last inputs: the newest taps - 1 rows of [history |
+    // batch], oldest first - the kept old rows moved down in place, then the
+    // batch's newest rows after them.
+    const size_t keep = sn < hist_rows ? hist_rows - sn : 0;
+    std::copy_n(conv + (hist_rows - keep) * qkv, keep * qkv, conv);
+    std::copy_n(&dqkv_[(r0 + sn - (hist_rows - keep)) * qkv], (hist_rows - keep) * qkv, conv + keep * qkv);
     DeltaNetArgs a;
     a.state = state;
     a.n_k_heads = c_.ssm_k_heads;
@@ -73,13 +73,15 @@ Status Context::delta_block(int il, int n) {
     a.out = &dout_[r0 * inner];
     ops_.delta_net(a);
   }
+  // Per segment the state read and written, the convolution's history read
+  // (as Context::recurrent_bytes_per_token counts them).
+  lap(Profile::kDeltaState, segments_.size() * (2 * state_floats + hist_rows * qkv) * sizeof(float));
   // rmsnorm(o) * ssm_norm per v-head, times silu(z).
   ops_.rms_norm_rows(dout_.data(), L.ssm_norm.data(), n * nv, c_.ssm_v_dim, c_.rms_eps, dout_.data());
   ops_.swiglu(dz_.data(), dout_.data(), static_cast<int64_t>(n) * static_cast<int64_t>(inner), dout_.data());
   ORK_RETURN_IF_ERROR(matmul(L.ssm_out, dout_.data(), n, xn_.data()));
   for (size_t i = 0; i < static_cast<size_t>(n) * static_cast<size_t>(E); ++i) x_[i] += xn_[i];
-  lap(Profile::kDeltaNet, matrix_bytes(L.ssm_qkv) + matrix_bytes(L.ssm_gate) + matrix_bytes(L.ssm_beta) +
-                              matrix_bytes(L.ssm_alpha) + matrix_bytes(L.ssm_out));
+  lap(Profile::kDeltaOut, matrix_bytes(L.ssm_out));
   return Status::ok();
 }
 
