@@ -82,10 +82,71 @@ void ConvSilu(const float* x, int n, int width, const float* w, int taps, const 
       [&](size_t t, size_t j, float acc) { out[t * W + j] = acc / (1.0f + std::exp(-acc)); });
 }
 
-HWY_INLINE float InverseL2(const float* x, int n) {
-  float ss = 0.0f;
-  for (int i = 0; i < n; ++i) ss = std::fma(x[i], x[i], ss);
-  return 1.0f / std::max(std::sqrt(ss), 1e-6f);
+// sum_i a[i] b[i]: a vector of partial sums, then the tail one at a time.
+HWY_INLINE float Dot(const float* a, const float* b, int n) {
+  const DF d;
+  const auto N = static_cast<size_t>(n);
+  const size_t L = hn::Lanes(d);
+  auto acc = hn::Zero(d);
+  size_t i = 0;
+  for (; i + L <= N; i += L) acc = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), acc);
+  float sum = hn::GetLane(hn::SumOfLanes(d, acc));
+  for (; i < N; ++i) sum = std::fma(a[i], b[i], sum);
+  return sum;
+}
+
+HWY_INLINE float InverseL2(const float* x, int n) { return 1.0f / std::max(std::sqrt(Dot(x, x, n)), 1e-6f); }
+
+// One token of the delta rule over the state's columns [j0, j0 + C*L) (C
+// vectors of L), reading the state twice and writing it once. With
+// S' = decay S + k v'^T and v' = beta (v - decay S^T k):
+//   pass 1 (read only):  S^T k and S^T q together,
+//   then                 v', and S'^T q = decay S^T q + v' (k . q),
+//   pass 2:              S = decay S + k v'^T.
+// The products accumulate in registers, a column block at a time, so the
+// second pass finds the block in L1.
+// Vectors of columns a block: eight (sixteen sums and eight loads) where the
+// target has 32 vector registers - a 128-wide state's whole row with
+// AVX-512, so the first pass reads the state in order - four on x86 below
+// AVX-512 (sixteen registers).
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+constexpr int kDeltaVectors = 4;
+#else
+constexpr int kDeltaVectors = 8;
+#endif
+
+template <int C>
+HWY_INLINE void DeltaColumns(float* S, size_t V, int k_dim, size_t j0, const float* kt, const float* qt, float kq,
+                             float dec, float b, const float* vr, float scale, float* o) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  using V_ = hn::Vec<DF>;
+  V_ sk[C], sq[C];
+  for (int c = 0; c < C; ++c) sk[c] = sq[c] = hn::Zero(d);
+  for (size_t i = 0; i < static_cast<size_t>(k_dim); ++i) {
+    const float* r = S + i * V + j0;
+    const V_ vk = hn::Set(d, kt[i]), vq = hn::Set(d, qt[i]);
+    for (int c = 0; c < C; ++c) {
+      const V_ s = hn::LoadU(d, r + static_cast<size_t>(c) * L);
+      sk[c] = hn::MulAdd(vk, s, sk[c]);
+      sq[c] = hn::MulAdd(vq, s, sq[c]);
+    }
+  }
+  const V_ vd = hn::Set(d, dec), vb = hn::Set(d, b), vkq = hn::Set(d, kq), vs = hn::Set(d, scale);
+  V_ nv[C];  // v'
+  for (int c = 0; c < C; ++c) {
+    const size_t j = j0 + static_cast<size_t>(c) * L;
+    nv[c] = hn::Mul(vb, hn::NegMulAdd(vd, sk[c], hn::LoadU(d, vr + j)));
+    hn::StoreU(hn::Mul(vs, hn::MulAdd(vkq, nv[c], hn::Mul(vd, sq[c]))), d, o + j);
+  }
+  for (size_t i = 0; i < static_cast<size_t>(k_dim); ++i) {
+    float* r = S + i * V + j0;
+    const V_ vk = hn::Set(d, kt[i]);
+    for (int c = 0; c < C; ++c) {
+      float* p = r + static_cast<size_t>(c) * L;
+      hn::StoreU(hn::MulAdd(vk, nv[c], hn::Mul(vd, hn::LoadU(d, p))), d, p);
+    }
+  }
 }
 
 void DeltaRule(float* S, int k_dim, int v_dim, int n, const float* q, const float* k, const float* v, int64_t stride,
@@ -94,11 +155,9 @@ void DeltaRule(float* S, int k_dim, int v_dim, int n, const float* q, const floa
   const DF d;
   const auto V = static_cast<size_t>(v_dim);
   const size_t L = hn::Lanes(d);
-  thread_local std::vector<float> kt, qt, sk, acc;
+  thread_local std::vector<float> kt, qt;
   kt.resize(static_cast<size_t>(k_dim));
   qt.resize(static_cast<size_t>(k_dim));
-  sk.resize(V);
-  acc.resize(V);
   for (int t = 0; t < n; ++t) {
     const float* qr = q + t * stride;
     const float* kr = k + t * stride;
@@ -108,42 +167,24 @@ void DeltaRule(float* S, int k_dim, int v_dim, int n, const float* q, const floa
       qt[static_cast<size_t>(i)] = qr[i] * qn;
       kt[static_cast<size_t>(i)] = kr[i] * kn;
     }
+    const float kq = Dot(kt.data(), qt.data(), k_dim);
     const float dec = decay[t * gate_stride], b = beta[t * gate_stride];
-    std::fill(sk.begin(), sk.end(), 0.0f);
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    // S = decay S, and S^T k, row by row.
-    for (size_t i = 0; i < static_cast<size_t>(k_dim); ++i) {
-      float* r = S + i * V;
-      const auto vd = hn::Set(d, dec), vk = hn::Set(d, kt[i]);
-      size_t j = 0;
-      for (; j + L <= V; j += L) {
-        const auto s = hn::Mul(hn::LoadU(d, r + j), vd);
-        hn::StoreU(s, d, r + j);
-        hn::StoreU(hn::MulAdd(vk, s, hn::LoadU(d, sk.data() + j)), d, sk.data() + j);
-      }
-      for (; j < V; ++j) {
-        r[j] *= dec;
-        sk[j] = std::fma(kt[i], r[j], sk[j]);
-      }
-    }
-    for (size_t j = 0; j < V; ++j) sk[j] = b * (vr[j] - sk[j]);  // v'
-    // S += k v'^T, and S^T q.
-    for (size_t i = 0; i < static_cast<size_t>(k_dim); ++i) {
-      float* r = S + i * V;
-      const auto vk = hn::Set(d, kt[i]), vq = hn::Set(d, qt[i]);
-      size_t j = 0;
-      for (; j + L <= V; j += L) {
-        const auto s = hn::MulAdd(vk, hn::LoadU(d, sk.data() + j), hn::LoadU(d, r + j));
-        hn::StoreU(s, d, r + j);
-        hn::StoreU(hn::MulAdd(vq, s, hn::LoadU(d, acc.data() + j)), d, acc.data() + j);
-      }
-      for (; j < V; ++j) {
-        r[j] = std::fma(kt[i], sk[j], r[j]);
-        acc[j] = std::fma(qt[i], r[j], acc[j]);
-      }
-    }
     float* o = out + t * out_stride;
-    for (size_t j = 0; j < V; ++j) o[j] = acc[j] * scale;
+    size_t j = 0;
+    for (; j + kDeltaVectors * L <= V; j += kDeltaVectors * L) {
+      DeltaColumns<kDeltaVectors>(S, V, k_dim, j, kt.data(), qt.data(), kq, dec, b, vr, scale, o);
+    }
+    for (; j + L <= V; j += L) DeltaColumns<1>(S, V, k_dim, j, kt.data(), qt.data(), kq, dec, b, vr, scale, o);
+    for (; j < V; ++j) {  // the columns past the last whole vector, one at a time the same way
+      float sk = 0.0f, sq = 0.0f;
+      for (size_t i = 0; i < static_cast<size_t>(k_dim); ++i) {
+        sk = std::fma(kt[i], S[i * V + j], sk);
+        sq = std::fma(qt[i], S[i * V + j], sq);
+      }
+      const float nv = b * std::fma(-dec, sk, vr[j]);
+      o[j] = scale * std::fma(kq, nv, dec * sq);
+      for (size_t i = 0; i < static_cast<size_t>(k_dim); ++i) S[i * V + j] = std::fma(kt[i], nv, dec * S[i * V + j]);
+    }
   }
 }
 

@@ -20,7 +20,10 @@ void short_conv(const float* bcx, int n, int width, const float* w, int taps, co
 // f32; the same per channel wherever a token falls in a batch.
 void conv_silu(const float* x, int n, int width, const float* w, int taps, const float* history, float* out);
 
-// ref::delta_rule in f32 (the state's rows updated in v_dim-wide vectors).
+// ref::delta_rule in f32, its products reordered: per token and block of
+// columns, one read-only pass for S^T k and S^T q together, then one pass
+// writing decay S + k v'^T (S'^T q = decay S^T q + v' (k . q)), so the
+// state is read twice and written once, its products kept in registers.
 // Token by token, so a batch equals its tokens one at a time bit for bit.
 void delta_rule(float* S, int k_dim, int v_dim, int n, const float* q, const float* k, const float* v, int64_t stride,
                 const float* beta, const float* decay, int64_t gate_stride, float scale, float* out,
