@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <string_view>
 #include <atomic>
@@ -191,61 +192,109 @@ void BM_AttentionGroup(benchmark::State& state) {
 }
 BENCHMARK(BM_AttentionGroup)->ArgsProduct({{0, 1, 2}, {2048, 8192}})->ArgNames({"type", "n_kv"})->Unit(benchmark::kMicrosecond);
 
-// Decode's matmul loops over a llama-1b-shaped stack of i4 matrices (16
-// layers of q/k/v, o, gate/up and down, then the output: 520.9 MB on huge
-// pages), run as Context::matmuls_together runs them: one pool loop per
-// group over its rows in blocks of 4, shares of at least 8 blocks claimed
-// as the threads free up, all threads of the machine. Arg 0: the GEMV
-// kernel; arg 1: a plain vectorised read of the same bytes in the same
-// loops, the most these loops can read. Their GB/s side by side is the
-// kernel's fraction of what the access pattern allows:
-// build/release/ork-kernels-bench --benchmark_filter=DecodeLoops
+// Decode's matmul loops as Context::matmuls_together runs them: one pool
+// loop per group over its rows in blocks of 4, shares of at least 8 blocks
+// claimed as the threads free up, all threads of the machine, over i4
+// matrices on huge pages larger than the caches. Arg 0: the GEMV kernel;
+// arg 1: a plain vectorised read of the same bytes in the same loops, the
+// most these loops can read. Their GB/s side by side is the kernel's
+// fraction of what the access pattern allows. Two stacks:
+//   BM_DecodeLoops: llama-1b (16 layers of q/k/v, o, gate/up and down, then
+//     the output: 520.9 MB);
+//   BM_ExpertLoops: the routed experts of the qwen3.6-35b-a3b shape (12
+//     layers, 64 experts each of gate and up 512 x 2048 and down 2048 x
+//     512; each layer's 8 routed experts, drawn at random, as one gate/up
+//     loop and one down loop: 101 + 50 MB a token, scattered over 1.2 GB).
+// build/release/ork-kernels-bench --benchmark_filter='DecodeLoops|ExpertLoops'
 struct DecodeStack {
-  static constexpr int64_t kEmbd = 2048, kFf = 8192, kKv = 512, kVocab = 32000, kLayers = 16;
+  static constexpr int64_t kMaxRows = 32000, kMaxK = 8192;
   HugePages mem;
   std::vector<QuantWeights> mats;
   std::vector<std::vector<size_t>> groups;  // matrices run as one loop
-  std::vector<float> scales = std::vector<float>(kVocab, 0.01f);
-  std::vector<int8_t> q = std::vector<int8_t>(kFf, 3);
+  std::vector<float> scales;  // each matrix's own rows, as a pack lays them out (cold when read)
+  std::vector<int8_t> q = std::vector<int8_t>(kMaxK, 3);
   float act_scale = 0.1f;
   int32_t act_sum = 0;
-  int64_t bytes = 0;
+  int64_t bytes = 0;  // read by one pass over the groups
 
-  DecodeStack() {
-    std::vector<std::pair<int64_t, int64_t>> shapes;  // rows, k
-    for (int l = 0; l < kLayers; ++l) {
-      for (auto shape : {std::pair{kEmbd, kEmbd}, {kKv, kEmbd}, {kKv, kEmbd}, {kEmbd, kEmbd}, {kFf, kEmbd}, {kFf, kEmbd},
-                         {kEmbd, kFf}}) {
-        shapes.push_back(shape);
-      }
-      const size_t b = static_cast<size_t>(l) * 7;
-      groups.push_back({b, b + 1, b + 2});
-      groups.push_back({b + 3});
-      groups.push_back({b + 4, b + 5});
-      groups.push_back({b + 6});
-    }
-    shapes.emplace_back(kVocab, kEmbd);
-    groups.push_back({shapes.size() - 1});
-    for (auto [rows, k] : shapes) bytes += rows * k / 2;
-    mem = HugePages(static_cast<size_t>(bytes));
+  explicit DecodeStack(const std::vector<std::pair<int64_t, int64_t>>& shapes) {  // rows, k
+    int64_t total = 0, total_rows = 0;
+    for (auto [rows, k] : shapes) total += rows * k / 2, total_rows += rows;
+    scales.assign(static_cast<size_t>(total_rows), 0.01f);
+    mem = HugePages(static_cast<size_t>(total));
     uint64_t x = 0x9E3779B97F4A7C15ull;  // xorshift: random nibbles, fast to make
-    for (int64_t i = 0; i + 8 <= bytes; i += 8) {
+    for (int64_t i = 0; i + 8 <= total; i += 8) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
       std::memcpy(mem.data() + i, &x, 8);
     }
-    int64_t at = 0;
+    int64_t at = 0, row = 0;
     for (auto [rows, k] : shapes) {
-      mats.push_back({CodeKind::kI4, mem.data() + at, nullptr, scales.data(), 1.0f, rows, k});
-      at += rows * k / 2;
+      mats.push_back({CodeKind::kI4, mem.data() + at, nullptr, scales.data() + row, 1.0f, rows, k});
+      at += rows * k / 2, row += rows;
     }
+  }
+  void add_group(std::vector<size_t> group) {
+    for (size_t m : group) bytes += mats[m].rows * mats[m].k / 2;
+    groups.push_back(std::move(group));
+  }
+
+  static DecodeStack& llama() {
+    static DecodeStack s = [] {
+      constexpr int64_t kEmbd = 2048, kFf = 8192, kKv = 512, kVocab = 32000, kLayers = 16;
+      std::vector<std::pair<int64_t, int64_t>> shapes;
+      for (int l = 0; l < kLayers; ++l) {
+        for (auto shape : {std::pair{kEmbd, kEmbd}, {kKv, kEmbd}, {kKv, kEmbd}, {kEmbd, kEmbd}, {kFf, kEmbd},
+                           {kFf, kEmbd}, {kEmbd, kFf}}) {
+          shapes.push_back(shape);
+        }
+      }
+      shapes.emplace_back(kVocab, kEmbd);
+      DecodeStack d(shapes);
+      for (size_t l = 0; l < kLayers; ++l) {
+        const size_t b = l * 7;
+        d.add_group({b, b + 1, b + 2});
+        d.add_group({b + 3});
+        d.add_group({b + 4, b + 5});
+        d.add_group({b + 6});
+      }
+      d.add_group({shapes.size() - 1});
+      return d;
+    }();
+    return s;
+  }
+
+  static DecodeStack& experts() {
+    static DecodeStack s = [] {
+      constexpr int64_t kEmbd = 2048, kFf = 512, kLayers = 12, kExperts = 64, kUsed = 8;
+      std::vector<std::pair<int64_t, int64_t>> shapes;
+      for (int64_t i = 0; i < kLayers * kExperts; ++i) {
+        for (auto shape : {std::pair{kFf, kEmbd}, {kFf, kEmbd}, {kEmbd, kFf}}) shapes.push_back(shape);
+      }
+      DecodeStack d(shapes);
+      std::mt19937 rng(11);
+      for (int64_t l = 0; l < kLayers; ++l) {
+        std::vector<size_t> ids(static_cast<size_t>(kExperts));
+        std::iota(ids.begin(), ids.end(), static_cast<size_t>(l * kExperts));
+        std::shuffle(ids.begin(), ids.end(), rng);
+        ids.resize(static_cast<size_t>(kUsed));
+        std::vector<size_t> gate_up, down;
+        for (size_t e : ids) {
+          gate_up.insert(gate_up.end(), {3 * e, 3 * e + 1});
+          down.push_back(3 * e + 2);
+        }
+        d.add_group(gate_up);
+        d.add_group(down);
+      }
+      return d;
+    }();
+    return s;
   }
 };
 
-void BM_DecodeLoops(benchmark::State& state) {
-  static DecodeStack s;
+void RunDecodeLoops(benchmark::State& state, DecodeStack& s) {
   const bool plain = state.range(0) == 1;
   ThreadPool& pool = ThreadPool::global();
-  std::vector<float> y(static_cast<size_t>(DecodeStack::kVocab));
+  std::vector<float> y(static_cast<size_t>(DecodeStack::kMaxRows));
   std::atomic<uint64_t> sink{0};
   for (auto _ : state) {
     for (const auto& group : s.groups) {
@@ -276,7 +325,12 @@ void BM_DecodeLoops(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(s.bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(plain ? "plain read, same loops" : "i4 GEMV");
 }
+
+void BM_DecodeLoops(benchmark::State& state) { RunDecodeLoops(state, DecodeStack::llama()); }
 BENCHMARK(BM_DecodeLoops)->Arg(0)->Arg(1)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_ExpertLoops(benchmark::State& state) { RunDecodeLoops(state, DecodeStack::experts()); }
+BENCHMARK(BM_ExpertLoops)->Arg(0)->Arg(1)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 #if defined(__x86_64__)
 // The int8 multiply ceiling of one core: 12 independent chains of
