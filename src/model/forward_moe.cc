@@ -71,8 +71,8 @@ Status Context::moe_ffn(int layer, int n) {
     moe_gate_.resize(static_cast<size_t>(n) * sff);
     moe_up_.resize(static_cast<size_t>(n) * sff);
     moe_out_.resize(static_cast<size_t>(n) * E);
-    ORK_RETURN_IF_ERROR(matmul(L.gate_shexp, xn_.data(), n, moe_gate_.data()));
-    ORK_RETURN_IF_ERROR(matmul(L.up_shexp, xn_.data(), n, moe_up_.data()));
+    ORK_RETURN_IF_ERROR(
+        matmul_shared({{&L.gate_shexp, moe_gate_.data()}, {&L.up_shexp, moe_up_.data()}}, xn_.data(), n));
     ops_.swiglu(moe_gate_.data(), moe_up_.data(), static_cast<int64_t>(n) * sff, moe_gate_.data());
     ORK_RETURN_IF_ERROR(matmul(L.down_shexp, moe_gate_.data(), n, moe_out_.data()));
     for (int t = 0; t < n; ++t) {
