@@ -204,7 +204,8 @@ BENCHMARK(BM_AttentionGroup)->ArgsProduct({{0, 1, 2}, {2048, 8192}})->ArgNames({
 //   BM_ExpertLoops: the routed experts of the qwen3.6-35b-a3b shape (12
 //     layers, 64 experts each of gate and up 512 x 2048 and down 2048 x
 //     512; each layer's 8 routed experts, drawn at random, as one gate/up
-//     loop and one down loop: 101 + 50 MB a token, scattered over 1.2 GB).
+//     loop and one down loop: 101 + 50 MB a token, scattered over 1.2 GB;
+//     sixteen tokens an iteration, each routed afresh).
 // build/release/ork-kernels-bench --benchmark_filter='DecodeLoops|ExpertLoops'
 struct DecodeStack {
   static constexpr int64_t kMaxRows = 32000, kMaxK = 8192;
@@ -215,7 +216,6 @@ struct DecodeStack {
   std::vector<int8_t> q = std::vector<int8_t>(kMaxK, 3);
   float act_scale = 0.1f;
   int32_t act_sum = 0;
-  int64_t bytes = 0;  // read by one pass over the groups
 
   explicit DecodeStack(const std::vector<std::pair<int64_t, int64_t>>& shapes) {  // rows, k
     int64_t total = 0, total_rows = 0;
@@ -233,10 +233,7 @@ struct DecodeStack {
       at += rows * k / 2, row += rows;
     }
   }
-  void add_group(std::vector<size_t> group) {
-    for (size_t m : group) bytes += mats[m].rows * mats[m].k / 2;
-    groups.push_back(std::move(group));
-  }
+  void add_group(std::vector<size_t> group) { groups.push_back(std::move(group)); }
 
   static DecodeStack& llama() {
     static DecodeStack s = [] {
@@ -271,19 +268,23 @@ struct DecodeStack {
         for (auto shape : {std::pair{kFf, kEmbd}, {kFf, kEmbd}, {kEmbd, kFf}}) shapes.push_back(shape);
       }
       DecodeStack d(shapes);
+      // Sixteen tokens, each drawing its own experts: one routing read over
+      // and over would find part of its 151 MB in the L3.
       std::mt19937 rng(11);
-      for (int64_t l = 0; l < kLayers; ++l) {
-        std::vector<size_t> ids(static_cast<size_t>(kExperts));
-        std::iota(ids.begin(), ids.end(), static_cast<size_t>(l * kExperts));
-        std::shuffle(ids.begin(), ids.end(), rng);
-        ids.resize(static_cast<size_t>(kUsed));
-        std::vector<size_t> gate_up, down;
-        for (size_t e : ids) {
-          gate_up.insert(gate_up.end(), {3 * e, 3 * e + 1});
-          down.push_back(3 * e + 2);
+      for (int token = 0; token < 16; ++token) {
+        for (int64_t l = 0; l < kLayers; ++l) {
+          std::vector<size_t> ids(static_cast<size_t>(kExperts));
+          std::iota(ids.begin(), ids.end(), static_cast<size_t>(l * kExperts));
+          std::shuffle(ids.begin(), ids.end(), rng);
+          ids.resize(static_cast<size_t>(kUsed));
+          std::vector<size_t> gate_up, down;
+          for (size_t e : ids) {
+            gate_up.insert(gate_up.end(), {3 * e, 3 * e + 1});
+            down.push_back(3 * e + 2);
+          }
+          d.add_group(gate_up);
+          d.add_group(down);
         }
-        d.add_group(gate_up);
-        d.add_group(down);
       }
       return d;
     }();
@@ -291,13 +292,24 @@ struct DecodeStack {
   }
 };
 
+// Arg: 0 the GEMV kernel, 1 a plain read; plus 2 for every even group
+// alone, 4 for every odd one (the experts' gate/up loops, their downs).
 void RunDecodeLoops(benchmark::State& state, DecodeStack& s) {
-  const bool plain = state.range(0) == 1;
+  const bool plain = state.range(0) % 2 == 1;
+  const int only = static_cast<int>(state.range(0) / 2);  // 0 every group, 1 the even ones, 2 the odd
+  auto runs = [&](size_t g) { return only == 0 || static_cast<int>(g % 2) == only - 1; };
+  uint64_t bytes = 0;
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    if (!runs(g)) continue;
+    for (size_t m : s.groups[g]) bytes += static_cast<uint64_t>(s.mats[m].rows * s.mats[m].k / 2);
+  }
   ThreadPool& pool = ThreadPool::global();
   std::vector<float> y(static_cast<size_t>(DecodeStack::kMaxRows));
   std::atomic<uint64_t> sink{0};
   for (auto _ : state) {
-    for (const auto& group : s.groups) {
+    for (size_t g = 0; g < s.groups.size(); ++g) {
+      if (!runs(g)) continue;
+      const auto& group = s.groups[g];
       std::vector<int64_t> first{0};
       for (size_t m : group) first.push_back(first.back() + (s.mats[m].rows + 3) / 4);
       pool.run(
@@ -322,15 +334,17 @@ void RunDecodeLoops(benchmark::State& state, DecodeStack& s) {
     benchmark::DoNotOptimize(y.data());
   }
   benchmark::DoNotOptimize(sink.load());
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(s.bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(plain ? "plain read, same loops" : "i4 GEMV");
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  static const char* const kWhat[] = {"", ", even groups (gate/up)", ", odd groups (down)"};
+  state.SetLabel(std::string(plain ? "plain read, same loops" : "i4 GEMV") + kWhat[only]);
 }
 
 void BM_DecodeLoops(benchmark::State& state) { RunDecodeLoops(state, DecodeStack::llama()); }
 BENCHMARK(BM_DecodeLoops)->Arg(0)->Arg(1)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The experts: every loop, then the gate/up loops alone, then the downs alone.
 void BM_ExpertLoops(benchmark::State& state) { RunDecodeLoops(state, DecodeStack::experts()); }
-BENCHMARK(BM_ExpertLoops)->Arg(0)->Arg(1)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ExpertLoops)->DenseRange(0, 5)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 #if defined(__x86_64__)
 // The int8 multiply ceiling of one core: 12 independent chains of
