@@ -97,14 +97,6 @@ HWY_INLINE float Dot(const float* a, const float* b, int n) {
 
 HWY_INLINE float InverseL2(const float* x, int n) { return 1.0f / std::max(std::sqrt(Dot(x, x, n)), 1e-6f); }
 
-// One token of the delta rule over the state's columns [j0, j0 + C*L) (C
-// vectors of L), reading the state twice and writing it once. With
-// S' = decay S + k v'^T and v' = beta (v - decay S^T k):
-//   pass 1 (read only):  S^T k and S^T q together,
-//   then                 v', and S'^T q = decay S^T q + v' (k . q),
-//   pass 2:              S = decay S + k v'^T.
-// The products accumulate in registers, a column block at a time, so the
-// second pass finds the block in L1.
 // Vectors of columns a block: eight (sixteen sums and eight loads) where the
 // target has 32 vector registers - a 128-wide state's whole row with
 // AVX-512, so the first pass reads the state in order - four on x86 below
@@ -115,6 +107,14 @@ constexpr int kDeltaVectors = 4;
 constexpr int kDeltaVectors = 8;
 #endif
 
+// One token of the delta rule over the state's columns [j0, j0 + C*L) (C
+// vectors of L), reading the state twice and writing it once. With
+// S' = decay S + k v'^T and v' = beta (v - decay S^T k):
+//   pass 1 (read only):  S^T k and S^T q together,
+//   then                 v', and S'^T q = decay S^T q + v' (k . q),
+//   pass 2:              S = decay S + k v'^T.
+// The products accumulate in registers, a column block at a time, so the
+// second pass finds the block in L1.
 template <int C>
 HWY_INLINE void DeltaColumns(float* S, size_t V, int k_dim, size_t j0, const float* kt, const float* qt, float kq,
                              float dec, float b, const float* vr, float scale, float* o) {
