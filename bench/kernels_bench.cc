@@ -117,6 +117,30 @@ BENCHMARK(BM_QuantMatmul)
     ->ArgNames({"kind", "M", "K"})
     ->Unit(benchmark::kMicrosecond);
 
+// Decode's GEMV (M = 1) on a matrix of 512 Ki weights, which stays in L2:
+// the kernel's own pace with the memory out of the way - its ceiling
+// beside BM_QuantMatmul's read from DRAM. On the Zen 5 of docs/BENCHMARKS.md
+// 10.5 (two cores, probe 60-75 GB/s): i4 33 / 49 / 52 GB/s a core at K =
+// 512 / 2048 / 8192, the carried q40 19-21 - so a Q4_0 GGUF's decode is
+// bound by its kernel there, and short i4 rows nearly. args: kind, K.
+void BM_QuantMatmulInL2(benchmark::State& state) {
+  const auto kind = static_cast<CodeKind>(state.range(0));
+  const int64_t k = state.range(1);
+  const int64_t rows = (int64_t{1} << 19) / k;
+  Setup s(kind, rows, k, 1);
+  for (auto _ : state) {
+    cpu::quant_matmul(s.w, s.a, s.y.data(), rows, 0, rows);
+    benchmark::DoNotOptimize(s.y.data());
+  }
+  const double bytes = static_cast<double>(s.planes.size() + (block_kind(kind) ? 0 : 4 * rows));
+  state.counters["weight_GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(kKindNames[state.range(0)]) + ", in L2");
+}
+BENCHMARK(BM_QuantMatmulInL2)
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 9, 10, 6}, {512, 2048, 8192}})
+    ->ArgNames({"kind", "K"})
+    ->Unit(benchmark::kMicrosecond);
+
 void BM_StreamRead(benchmark::State& state) {
   std::vector<uint64_t> buf(size_t{1} << 26, 1);  // 512 MiB
   for (auto _ : state) benchmark::DoNotOptimize(cpu::stream_read(buf.data(), static_cast<int64_t>(buf.size())));
