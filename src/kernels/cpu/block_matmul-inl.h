@@ -662,6 +662,7 @@ HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const in
 }
 
 #include "kernels/cpu/rows16_tile-inl.h"  // Rows16Prepare, Rows16Dot: q4_0 / q4_K / q6_K batches on AVX-512 VNNI
+#include "kernels/cpu/block32_decode_tile-inl.h"  // Block32Decode512: q4_0 / iq4_nl decode on AVX-512 VNNI
 
 
 // Every token's activation sum over each group of 32 (the mins' kinds),
@@ -832,6 +833,20 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
   } else {
     for (int t = 0; t < in.n; ++t) std::fill_n(&scales[static_cast<size_t>(t * nb)], nb, in.scale[t]);
   }
+#if ORK_X86_DOT
+  // Decode of q4_0 and iq4_nl on AVX-512 VNNI: two far streams a thread,
+  // four groups a step (Block32Decode512); none of the per-step tables below.
+  if constexpr (kDot && kBlock32Decode512<K>) {
+    if (in.n == 1) {
+      thread_local Decode512Acts wide;
+      Decode512Prepare<kDecode512Offset<K>>(q, scales.data(), in.k, wide);
+      const int64_t half = (row_end - row_begin) / 2;
+      for (int64_t r = row_begin; r < row_begin + half; ++r) Block32Decode512<K, 2>(w, wide, r, half, y);
+      if ((row_end - row_begin) % 2 == 1) Block32Decode512<K, 1>(w, wide, row_end - 1, 1, y);
+      return;
+    }
+  }
+#endif
   if constexpr (kMins) GroupActs(q, scales.data(), in.n, in.k, block, group_acts);
   if constexpr (BlockCodes<K>::kOffsetSums || BlockCodes<K>::kSubMins) SubSums(q, in.n, in.k, sub_sums);
   BlockActs acts{scales.data(), group_acts.data(), sub_sums.data(), nb};
