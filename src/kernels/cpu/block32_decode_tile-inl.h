@@ -1,4 +1,4 @@
-// Decode's tile for q4_0 and iq4_nl rows on AVX-512 VNNI (the AVX3_VNNI
+// Decode's tile for q4_0, iq4_nl and q4_K rows on AVX-512 VNNI (the AVX3_VNNI
 // target), one SIMD target's worth. Not a header of its own:
 // kernels/cpu/block_matmul-inl.h includes it inside its HWY_NAMESPACE once
 // per target (Highway's -inl convention), after BlockRows and the f16
@@ -26,32 +26,44 @@
 // already spread) and the sum in one multiply and one multiply-add. The
 // same integers as Block32Tile; the float products in another order.
 template <CodeKind K>
-constexpr bool kBlock32Decode512 = K == CodeKind::kQ40 || K == CodeKind::kIq4nl;
+constexpr bool kBlock32Decode512 = K == CodeKind::kQ40 || K == CodeKind::kIq4nl || K == CodeKind::kQ4k;
 
 // q4_0's codes are unsigned as stored (less 8); iq4_nl's table levels plus
 // 128 (1 .. 241) make its codes unsigned too. Either way each group's sum
-// starts from minus the offset times its activations.
+// starts from minus the offset times its activations. q4_K's codes are
+// unsigned with no offset: its mins come off as dmin * m times each
+// group's activation sum.
 template <CodeKind K>
-constexpr int kDecode512Offset = K == CodeKind::kQ40 ? 8 : 128;
+constexpr int kDecode512Offset = K == CodeKind::kQ40 ? 8 : K == CodeKind::kIq4nl ? 128 : 0;
 alignas(16) constexpr uint8_t kIq4nlTableU8[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 static_assert(kIq4nlTableU8[0] == kIq4nlTable[0] + 128 && kIq4nlTableU8[15] == kIq4nlTable[15] + 128,
               "the levels plus 128");
+// Each of four bytes four times, from byte 0 and from byte 4: a half
+// super-block's four sub-scales of q4_K, one per group, for the group's
+// four lanes.
+alignas(16) constexpr uint8_t kSpreadBytes[2][16] = {{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
+                                                     {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7}};
 
 // One token's activations as the tile reads them, per step of four groups:
 // 64 bytes of the groups' first sixteen activations (the low nibbles'),
-// then 64 of their last sixteen; sixteen int32 offsets (minus the offset
-// times the activations under each lane); sixteen floats, each group's
-// activation scale in its four lanes. Groups past the row's end are zeros.
+// then 64 of their last sixteen. q4_0 and iq4_nl: sixteen int32 offsets
+// (minus the offset times the activations under each lane) and sixteen
+// floats, each group's activation scale in its four lanes. q4_K: each
+// super-block's activation scale, and each group's activation sum times it
+// (its mins' share). Groups past the row's end are zeros.
 struct Decode512Acts {
   std::vector<uint8_t> bytes;  // storage, with room to align it
   const int8_t* panel = nullptr;
   const int32_t* offsets = nullptr;
-  const float* scales = nullptr;
+  const float* scales = nullptr;        // q4_0, iq4_nl: [step][16]; q4_K: [super-block]
+  const float* group_sums = nullptr;    // q4_K: [group]
 };
 
-// q: the token's k codes; scales: one per group of 32.
-template <int kOffset>
-HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t k, Decode512Acts& out) {
+// q: the token's k codes; scales: one per activation block of `block`
+// codes (32, or q4_K's 256).
+template <CodeKind K>
+HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t block, int64_t k,
+                                   Decode512Acts& out) {
   const int64_t groups = k / 32, steps = (groups + 3) / 4;
   const size_t panel_bytes = static_cast<size_t>(steps * 128), side_bytes = static_cast<size_t>(steps * 64);
   out.bytes.resize(panel_bytes + 2 * side_bytes + 64);
@@ -65,18 +77,87 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
     int8_t* p = panel + (g / 4) * 128 + (g % 4) * 16;
     std::memcpy(p, q + g * 32, 16);
     std::memcpy(p + 64, q + g * 32 + 16, 16);
-    std::fill_n(spread + g * 4, 4, scales[g]);
+    if constexpr (K != CodeKind::kQ4k) std::fill_n(spread + g * 4, 4, scales[g]);
   }
-  const __m512i offset = _mm512_set1_epi8(static_cast<char>(kOffset));
+  // The activations under each lane (the dot's lanes: four of the low
+  // nibbles' and four of the high ones').
+  const __m512i one = _mm512_set1_epi8(1);
   for (int64_t st = 0; st < steps; ++st) {
     __m512i sum = _mm512_setzero_si512();
-    sum = DotAddUnsigned512(sum, offset, _mm512_load_si512(panel + st * 128));
-    sum = DotAddUnsigned512(sum, offset, _mm512_load_si512(panel + st * 128 + 64));
-    _mm512_store_si512(offsets + st * 16, _mm512_sub_epi32(_mm512_setzero_si512(), sum));
+    sum = DotAddUnsigned512(sum, one, _mm512_load_si512(panel + st * 128));
+    sum = DotAddUnsigned512(sum, one, _mm512_load_si512(panel + st * 128 + 64));
+    if constexpr (K == CodeKind::kQ4k) {  // group sums, in lanes 0, 4, 8, 12; in place of the offsets
+      sum = _mm512_add_epi32(sum, _mm512_shuffle_epi32(sum, _MM_PERM_CDAB));
+      sum = _mm512_add_epi32(sum, _mm512_shuffle_epi32(sum, _MM_PERM_BADC));
+      alignas(64) int32_t lanes[16];
+      _mm512_store_si512(lanes, sum);
+      auto* sums = reinterpret_cast<float*>(offsets);
+      for (int j = 0; j < 4; ++j) sums[st * 4 + j] = scales[(st * 4 + j) * 32 / block] * static_cast<float>(lanes[4 * j]);
+    } else {
+      _mm512_store_si512(offsets + st * 16, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-kDecode512Offset<K>)));
+    }
   }
   out.panel = panel;
   out.offsets = offsets;
-  out.scales = spread;
+  out.scales = K == CodeKind::kQ4k ? scales : spread;
+  out.group_sums = reinterpret_cast<const float*>(offsets);
+}
+
+// q4_K's super-blocks of R rows: each group's sum in int32 lanes as q4_0's
+// (no offset), times its six-bit sub-scale in int32 (at most 63 * 2 *
+// 8 * 15 * 127 a lane over the super-block's two steps), to float once,
+// times d and the activation scale; the mins as dmin * m times the group's
+// scaled activation sum, eight groups in a 256-bit vector.
+template <int R>
+HWY_INLINE void Q4kDecode512(const BlockRows<CodeKind::kQ4k, R>& rows, const Decode512Acts& a, int64_t superblocks,
+                             float* out) {
+  static_assert(kQ4kHeaderBytes == 20, "d, dmin, 8 scales, 8 mins");
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m128i pick0 = _mm_load_si128(reinterpret_cast<const __m128i*>(kSpreadBytes[0]));
+  const __m128i pick1 = _mm_load_si128(reinterpret_cast<const __m128i*>(kSpreadBytes[1]));
+  __m512 facc[R];
+  __m256 macc[R];
+  for (int r = 0; r < R; ++r) {
+    facc[r] = _mm512_setzero_ps();
+    macc[r] = _mm256_setzero_ps();
+  }
+  auto dot = [&](const uint8_t* codes, const int8_t* p) HWY_ATTR {
+    const __m512i b = _mm512_loadu_si512(codes);
+    const __m512i lo = _mm512_and_si512(b, low), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low);
+    return DotAddUnsigned512(DotAddUnsigned512(_mm512_setzero_si512(), lo, _mm512_load_si512(p)), hi,
+                             _mm512_load_si512(p + 64));
+  };
+  for (int64_t sb = 0; sb < superblocks; ++sb) {
+    for (int r = 0; r < R; ++r) {
+      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128);
+      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128 + 64);
+      if ((sb * kQ4kHeaderBytes) % 64 < kQ4kHeaderBytes) hwy::Prefetch(rows.headers[r] + rows.b1 + sb * kQ4kHeaderBytes);
+    }
+    const int8_t* p = a.panel + sb * 256;
+    const __m256 sums = _mm256_load_ps(a.group_sums + sb * 8);
+    const __m128 s = _mm_set_ss(a.scales[sb]);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* head = rows.headers[r] + sb * kQ4kHeaderBytes;
+      const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(head + 4));
+      const __m512i isum =
+          _mm512_add_epi32(_mm512_mullo_epi32(dot(rows.row0[r] + sb * 128, p), _mm512_cvtepu8_epi32(_mm_shuffle_epi8(sc, pick0))),
+                           _mm512_mullo_epi32(dot(rows.row0[r] + sb * 128 + 64, p + 128),
+                                              _mm512_cvtepu8_epi32(_mm_shuffle_epi8(sc, pick1))));
+      int32_t d_dmin;
+      std::memcpy(&d_dmin, head, 4);
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(d_dmin));  // d, dmin
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(_mm_mul_ss(dm, s)), facc[r]);
+      const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(head + 12))));
+      macc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(m, _mm256_broadcastss_ps(_mm_movehdup_ps(dm))), sums, macc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const __m256 both = _mm256_add_ps(macc[r], _mm256_add_ps(_mm512_castps512_ps256(facc[r]),
+                                                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(facc[r]), 1))));
+    const __m128 four = _mm_add_ps(_mm256_castps256_ps128(both), _mm256_extractf128_ps(both, 1));
+    const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+    out[r] = _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
+  }
 }
 
 // y for rows r0 + r * stride, r < R: R far streams, each going on with its
@@ -87,51 +168,57 @@ template <CodeKind K, int R>
 HWY_NOINLINE void Block32Decode512(const QuantWeights& w, const Decode512Acts& a, int64_t r0, int64_t stride,
                                    float* y) {
   static_assert(kBlock32Decode512<K>, "a kind the tile serves");
-  static_assert(Block32Codes<K>::kHeader == 2, "one f16 d per group, a row's headers adjacent");
   const BlockRows<K, R> rows(w, r0, stride);
-  const int64_t b1 = rows.b1;
-  const __m512i low = _mm512_set1_epi8(0x0F);
-  const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlTableU8)));
-  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  __m512 facc[R];
-  for (int r = 0; r < R; ++r) facc[r] = _mm512_setzero_ps();
   const int64_t groups = w.k / 32, full = groups / 4;
-  // One step; `left` < 4: the row's last groups, read under a mask (the
-  // panel, offsets and scales hold zeros past them, and so do the masked
-  // codes and scales: no NaN from bytes past the row).
-  auto step = [&](int64_t st, int left) HWY_ATTR {
-    for (int r = 0; r < R; ++r) {
-      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + st * 64);
-      if (st % 8 == 0) hwy::Prefetch(rows.headers[r] + b1 + st * 8);
-    }
-    const __m512i alo = _mm512_load_si512(a.panel + st * 128), ahi = _mm512_load_si512(a.panel + st * 128 + 64);
-    const __m512i off = _mm512_load_si512(a.offsets + st * 16);
-    const __m512 as = _mm512_load_ps(a.scales + st * 16);
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* codes = rows.row0[r] + st * 64;
-      const uint8_t* heads = rows.headers[r] + st * 8;
-      __m512i b;
-      __m128i h;
-      if (left == 4) {
-        b = _mm512_loadu_si512(codes);
-        h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(heads));
-      } else {
-        b = _mm512_maskz_loadu_epi8((uint64_t{1} << (16 * left)) - 1, codes);
-        h = _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << left) - 1), heads);
+  if constexpr (K == CodeKind::kQ4k) {
+    float out[R];
+    Q4kDecode512<R>(rows, a, w.k / kSuperBlock, out);
+    for (int r = 0; r < R; ++r) y[r0 + r * stride] = out[r];
+    return;
+  } else {
+    static_assert(Block32Codes<K>::kHeader == 2, "one f16 d per group, a row's headers adjacent");
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlTableU8)));
+    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    __m512 facc[R];
+    for (int r = 0; r < R; ++r) facc[r] = _mm512_setzero_ps();
+    // One step; `left` < 4: the row's last groups, read under a mask (the
+    // panel, offsets and scales hold zeros past them, and so do the masked
+    // codes and scales: no NaN from bytes past the row).
+    auto step = [&](int64_t st, int left) HWY_ATTR {
+      for (int r = 0; r < R; ++r) {
+        hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + st * 64);
+        if (st % 8 == 0) hwy::Prefetch(rows.headers[r] + rows.b1 + st * 8);
       }
-      __m512i lo = _mm512_and_si512(b, low), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low);
-      if constexpr (K == CodeKind::kIq4nl) {
-        lo = _mm512_shuffle_epi8(table, lo);
-        hi = _mm512_shuffle_epi8(table, hi);
+      const __m512i alo = _mm512_load_si512(a.panel + st * 128), ahi = _mm512_load_si512(a.panel + st * 128 + 64);
+      const __m512i off = _mm512_load_si512(a.offsets + st * 16);
+      const __m512 as = _mm512_load_ps(a.scales + st * 16);
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* codes = rows.row0[r] + st * 64;
+        const uint8_t* heads = rows.headers[r] + st * 8;
+        __m512i b;
+        __m128i h;
+        if (left == 4) {
+          b = _mm512_loadu_si512(codes);
+          h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(heads));
+        } else {
+          b = _mm512_maskz_loadu_epi8((uint64_t{1} << (16 * left)) - 1, codes);
+          h = _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << left) - 1), heads);
+        }
+        __m512i lo = _mm512_and_si512(b, low), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low);
+        if constexpr (K == CodeKind::kIq4nl) {
+          lo = _mm512_shuffle_epi8(table, lo);
+          hi = _mm512_shuffle_epi8(table, hi);
+        }
+        const __m512i dot = DotAddUnsigned512(DotAddUnsigned512(off, lo, alo), hi, ahi);
+        const __m512 d = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(h)));
+        facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, as), facc[r]);
       }
-      const __m512i dot = DotAddUnsigned512(DotAddUnsigned512(off, lo, alo), hi, ahi);
-      const __m512 d = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(h)));
-      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, as), facc[r]);
-    }
-  };
-  for (int64_t st = 0; st < full; ++st) step(st, 4);
-  if (full * 4 < groups) step(full, static_cast<int>(groups - full * 4));
-  for (int r = 0; r < R; ++r) y[r0 + r * stride] = _mm512_reduce_add_ps(facc[r]);
+    };
+    for (int64_t st = 0; st < full; ++st) step(st, 4);
+    if (full * 4 < groups) step(full, static_cast<int>(groups - full * 4));
+    for (int r = 0; r < R; ++r) y[r0 + r * stride] = _mm512_reduce_add_ps(facc[r]);
+  }
 }
 #endif  // ORK_X86_DOT
 
