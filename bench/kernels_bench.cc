@@ -122,7 +122,9 @@ BENCHMARK(BM_QuantMatmul)
 // beside BM_QuantMatmul's read from DRAM. On the Zen 5 of docs/BENCHMARKS.md
 // 10.5 (two cores, probe 60-75 GB/s): i4 33 / 49 / 52 GB/s a core at K =
 // 512 / 2048 / 8192, the carried q40 19-21 - so a Q4_0 GGUF's decode is
-// bound by its kernel there, and short i4 rows nearly. args: kind, K.
+// bound by its kernel there, and short i4 rows nearly (session 30: the
+// four-group tile for q4_0, iq4_nl, q4_K and q6_K, docs/BENCHMARKS.md 9.2;
+// q6_K and iq4_nl measured since). args: kind, K.
 void BM_QuantMatmulInL2(benchmark::State& state) {
   const auto kind = static_cast<CodeKind>(state.range(0));
   const int64_t k = state.range(1);
@@ -137,7 +139,7 @@ void BM_QuantMatmulInL2(benchmark::State& state) {
   state.SetLabel(std::string(kKindNames[state.range(0)]) + ", in L2");
 }
 BENCHMARK(BM_QuantMatmulInL2)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 9, 10, 6}, {512, 2048, 8192}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 9, 10, 6, 7, 14}, {512, 2048, 8192}})
     ->ArgNames({"kind", "K"})
     ->Unit(benchmark::kMicrosecond);
 

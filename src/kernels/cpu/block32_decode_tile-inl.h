@@ -1,4 +1,4 @@
-// Decode's tile for q4_0, iq4_nl and q4_K rows on AVX-512 VNNI (the AVX3_VNNI
+// Decode's tile for q4_0, iq4_nl, q4_K and q6_K rows on AVX-512 VNNI (the AVX3_VNNI
 // target), one SIMD target's worth. Not a header of its own:
 // kernels/cpu/block_matmul-inl.h includes it inside its HWY_NAMESPACE once
 // per target (Highway's -inl convention), after BlockRows and the f16
@@ -26,15 +26,18 @@
 // already spread) and the sum in one multiply and one multiply-add. The
 // same integers as Block32Tile; the float products in another order.
 template <CodeKind K>
-constexpr bool kBlock32Decode512 = K == CodeKind::kQ40 || K == CodeKind::kIq4nl || K == CodeKind::kQ4k;
+constexpr bool kBlock32Decode512 =
+    K == CodeKind::kQ40 || K == CodeKind::kIq4nl || K == CodeKind::kQ4k || K == CodeKind::kQ6k;
 
 // q4_0's codes are unsigned as stored (less 8); iq4_nl's table levels plus
 // 128 (1 .. 241) make its codes unsigned too. Either way each group's sum
 // starts from minus the offset times its activations. q4_K's codes are
 // unsigned with no offset: its mins come off as dmin * m times each
-// group's activation sum.
+// group's activation sum. q6_K's six-bit codes are unsigned less 32, with a
+// sub-scale per sixteen: the low and the high nibbles' sums (one
+// sub-block each) keep their offsets apart.
 template <CodeKind K>
-constexpr int kDecode512Offset = K == CodeKind::kQ40 ? 8 : K == CodeKind::kIq4nl ? 128 : 0;
+constexpr int kDecode512Offset = K == CodeKind::kQ40 ? 8 : K == CodeKind::kIq4nl ? 128 : K == CodeKind::kQ6k ? 32 : 0;
 alignas(16) constexpr uint8_t kIq4nlTableU8[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 static_assert(kIq4nlTableU8[0] == kIq4nlTable[0] + 128 && kIq4nlTableU8[15] == kIq4nlTable[15] + 128,
               "the levels plus 128");
@@ -55,7 +58,8 @@ struct Decode512Acts {
   std::vector<uint8_t> bytes;  // storage, with room to align it
   const int8_t* panel = nullptr;
   const int32_t* offsets = nullptr;
-  const float* scales = nullptr;        // q4_0, iq4_nl: [step][16]; q4_K: [super-block]
+  const int32_t* offsets_hi = nullptr;  // q6_K: the high nibbles' ([step][16]); `offsets` the low ones'
+  const float* scales = nullptr;        // q4_0, iq4_nl: [step][16]; q4_K, q6_K: [super-block]
   const float* group_sums = nullptr;    // q4_K: [group]
 };
 
@@ -66,23 +70,32 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
                                    Decode512Acts& out) {
   const int64_t groups = k / 32, steps = (groups + 3) / 4;
   const size_t panel_bytes = static_cast<size_t>(steps * 128), side_bytes = static_cast<size_t>(steps * 64);
-  out.bytes.resize(panel_bytes + 2 * side_bytes + 64);
+  out.bytes.resize(panel_bytes + 3 * side_bytes + 64);
   const auto at = reinterpret_cast<uintptr_t>(out.bytes.data());
   uint8_t* base = out.bytes.data() + ((64 - at % 64) % 64);
   auto* panel = reinterpret_cast<int8_t*>(base);
   auto* offsets = reinterpret_cast<int32_t*>(base + panel_bytes);
   auto* spread = reinterpret_cast<float*>(base + panel_bytes + side_bytes);
-  std::memset(base, 0, panel_bytes + 2 * side_bytes);
+  auto* offsets_hi = reinterpret_cast<int32_t*>(base + panel_bytes + 2 * side_bytes);
+  std::memset(base, 0, panel_bytes + 3 * side_bytes);
   for (int64_t g = 0; g < groups; ++g) {
     int8_t* p = panel + (g / 4) * 128 + (g % 4) * 16;
     std::memcpy(p, q + g * 32, 16);
     std::memcpy(p + 64, q + g * 32 + 16, 16);
-    if constexpr (K != CodeKind::kQ4k) std::fill_n(spread + g * 4, 4, scales[g]);
+    if constexpr (K == CodeKind::kQ40 || K == CodeKind::kIq4nl) std::fill_n(spread + g * 4, 4, scales[g]);
   }
   // The activations under each lane (the dot's lanes: four of the low
   // nibbles' and four of the high ones').
   const __m512i one = _mm512_set1_epi8(1);
   for (int64_t st = 0; st < steps; ++st) {
+    if constexpr (K == CodeKind::kQ6k) {
+      const __m512i neg = _mm512_set1_epi32(-kDecode512Offset<K>);
+      const __m512i lo = DotAddUnsigned512(_mm512_setzero_si512(), one, _mm512_load_si512(panel + st * 128));
+      const __m512i hi = DotAddUnsigned512(_mm512_setzero_si512(), one, _mm512_load_si512(panel + st * 128 + 64));
+      _mm512_store_si512(offsets + st * 16, _mm512_mullo_epi32(lo, neg));
+      _mm512_store_si512(offsets_hi + st * 16, _mm512_mullo_epi32(hi, neg));
+      continue;
+    }
     __m512i sum = _mm512_setzero_si512();
     sum = DotAddUnsigned512(sum, one, _mm512_load_si512(panel + st * 128));
     sum = DotAddUnsigned512(sum, one, _mm512_load_si512(panel + st * 128 + 64));
@@ -99,7 +112,8 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
   }
   out.panel = panel;
   out.offsets = offsets;
-  out.scales = K == CodeKind::kQ4k ? scales : spread;
+  out.offsets_hi = offsets_hi;
+  out.scales = K == CodeKind::kQ4k || K == CodeKind::kQ6k ? scales : spread;
   out.group_sums = reinterpret_cast<const float*>(offsets);
 }
 
@@ -160,6 +174,73 @@ HWY_INLINE void Q4kDecode512(const BlockRows<CodeKind::kQ4k, R>& rows, const Dec
   }
 }
 
+// q6_K's high two bits of a step's weights (its 2-bit plane: weight w of a
+// group in byte w / 4 at bit 2 (w % 4); a group's 8 bytes): each 128-bit
+// block b of `planes` holds group b's eight bytes; kQ6kBitByte picks the
+// byte under each code lane (low nibbles' weights 0-15 from bytes 0-3,
+// high nibbles' 16-31 from 4-7), kQ6kBit0 the lane's first bit.
+alignas(16) constexpr uint8_t kQ6kBitByte[2][16] = {{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
+                                                    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7}};
+HWY_INLINE __m512i AddQ6kHighBits(__m512i nibbles, __m512i planes, int half) {
+  const __m512i pick = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kQ6kBitByte[half])));
+  const __m512i bit0 = _mm512_set1_epi32(0x40100401), bit1 = _mm512_set1_epi32(static_cast<int>(0x80200802u));
+  const __m512i bytes = _mm512_shuffle_epi8(planes, pick);
+  nibbles = _mm512_mask_add_epi8(nibbles, _mm512_test_epi8_mask(bytes, bit0), nibbles, _mm512_set1_epi8(0x10));
+  return _mm512_mask_add_epi8(nibbles, _mm512_test_epi8_mask(bytes, bit1), nibbles, _mm512_set1_epi8(0x20));
+}
+
+// q6_K's super-blocks of R rows: per step, the low and the high nibbles'
+// codes (six bits, unsigned) each summed from minus 32 times their
+// activations, each times its sixteen weights' signed sub-scale in int32
+// (at most 63 * 4 * 127 + 32 * 4 * 128 before, times 128: 6.2 million a
+// lane, four products a super-block), to float once a super-block and
+// times d and the activation scale.
+template <int R>
+HWY_INLINE void Q6kDecode512(const BlockRows<CodeKind::kQ6k, R>& rows, const Decode512Acts& a, int64_t superblocks,
+                             float* out) {
+  static_assert(kQ6kHeaderBytes == 18, "d, 16 sub-scales");
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i dup = _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0);  // group b's eight plane bytes into block b
+  // Sub-scale bytes for each code lane: step h's groups are sub-blocks
+  // 8h + 2b (low nibbles) and 8h + 2b + 1 (high).
+  alignas(16) static constexpr uint8_t kPick[2][2][16] = {
+      {{0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6}, {1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7}},
+      {{8, 8, 8, 8, 10, 10, 10, 10, 12, 12, 12, 12, 14, 14, 14, 14}, {9, 9, 9, 9, 11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15}}};
+  __m512 facc[R];
+  for (int r = 0; r < R; ++r) facc[r] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < superblocks; ++sb) {
+    for (int r = 0; r < R; ++r) {
+      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128);
+      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128 + 64);
+      hwy::Prefetch(rows.row1[r] + kFarPrefetchBytes / 2 + sb * 64);
+      if ((sb * kQ6kHeaderBytes) % 64 < kQ6kHeaderBytes) hwy::Prefetch(rows.headers[r] + rows.b1 + sb * kQ6kHeaderBytes);
+    }
+    const __m128 s = _mm_set_ss(a.scales[sb]);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* head = rows.headers[r] + sb * kQ6kHeaderBytes;
+      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(head + 2));
+      __m512i isum = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        const int64_t st = 2 * sb + h;
+        const __m512i b = _mm512_loadu_si512(rows.row0[r] + st * 64);
+        const __m512i planes = _mm512_permutexvar_epi64(
+            dup, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.row1[r] + st * 32))));
+        const __m512i lo = AddQ6kHighBits(_mm512_and_si512(b, low), planes, 0);
+        const __m512i hi = AddQ6kHighBits(_mm512_and_si512(_mm512_srli_epi16(b, 4), low), planes, 1);
+        const __m512i dlo = DotAddUnsigned512(_mm512_load_si512(a.offsets + st * 16), lo, _mm512_load_si512(a.panel + st * 128));
+        const __m512i dhi =
+            DotAddUnsigned512(_mm512_load_si512(a.offsets_hi + st * 16), hi, _mm512_load_si512(a.panel + st * 128 + 64));
+        const __m512i slo = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, _mm_load_si128(reinterpret_cast<const __m128i*>(kPick[h][0]))));
+        const __m512i shi = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, _mm_load_si128(reinterpret_cast<const __m128i*>(kPick[h][1]))));
+        isum = _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(dlo, slo), _mm512_mullo_epi32(dhi, shi)));
+      }
+      const __m128 d = _mm_set_ss(HeaderF16(head));
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(_mm_mul_ss(d, s)), facc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(facc[r]);
+}
+
 // y for rows r0 + r * stride, r < R: R far streams, each going on with its
 // next row on the next call (decode's two streams a thread, as Tile's and
 // Block32Tile's kFar), each prefetching kFarPrefetchBytes ahead of its
@@ -170,9 +251,13 @@ HWY_NOINLINE void Block32Decode512(const QuantWeights& w, const Decode512Acts& a
   static_assert(kBlock32Decode512<K>, "a kind the tile serves");
   const BlockRows<K, R> rows(w, r0, stride);
   const int64_t groups = w.k / 32, full = groups / 4;
-  if constexpr (K == CodeKind::kQ4k) {
+  if constexpr (K == CodeKind::kQ4k || K == CodeKind::kQ6k) {
     float out[R];
-    Q4kDecode512<R>(rows, a, w.k / kSuperBlock, out);
+    if constexpr (K == CodeKind::kQ4k) {
+      Q4kDecode512<R>(rows, a, w.k / kSuperBlock, out);
+    } else {
+      Q6kDecode512<R>(rows, a, w.k / kSuperBlock, out);
+    }
     for (int r = 0; r < R; ++r) y[r0 + r * stride] = out[r];
     return;
   } else {
