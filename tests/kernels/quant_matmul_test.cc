@@ -267,10 +267,13 @@ TEST_F(EveryTarget, BlockKindsMatchReference) {
                                {37, 512, 4, 0, 37},  {35, 2048, 9, 2, 35}, {50, 768, 70, 5, 47}};
   // The 32-weight kinds' rows are any number of groups: odd counts too.
   // And blocks of sixteen rows (AVX-512 VNNI's q4_0 batch tile) with tails
-  // and partial ranges, groups in eights and not.
+  // and partial ranges, groups in eights and not; decode's rows of 1, 3, 5
+  // and 67 groups and of 2, 6 and 66 (its steps of four, every remainder).
   const BlockShape q80_shapes[] = {{3, 32, 1, 0, 3},     {5, 96, 1, 0, 5},     {7, 2144, 1, 1, 7},
                                    {4, 160, 3, 0, 4},    {6, 2144, 9, 0, 6},   {37, 256, 4, 0, 37},
-                                   {35, 2144, 9, 2, 35}, {16, 96, 12, 0, 16},  {50, 800, 70, 5, 47}};
+                                   {35, 2144, 9, 2, 35}, {16, 96, 12, 0, 16},  {50, 800, 70, 5, 47},
+                                   // Decode's four-group steps (AVX-512 VNNI) ending in 2 groups.
+                                   {3, 64, 1, 0, 3},     {4, 192, 1, 1, 4},    {5, 2112, 1, 0, 5}};
   for (CodeKind kind : kBlockKinds) {
     for (int misalign : {0, 1}) {
       for (bool floats : {false, true}) {
