@@ -1,4 +1,4 @@
-// Decode's tile for q4_0, iq4_nl, q4_K and q6_K rows on AVX-512 VNNI (the AVX3_VNNI
+// Decode's tile for q4_0, iq4_nl, q4_K, q5_K and q6_K rows on AVX-512 VNNI (the AVX3_VNNI
 // target), one SIMD target's worth. Not a header of its own:
 // kernels/cpu/block_matmul-inl.h includes it inside its HWY_NAMESPACE once
 // per target (Highway's -inl convention), after BlockRows and the f16
@@ -27,7 +27,7 @@
 // same integers as Block32Tile; the float products in another order.
 template <CodeKind K>
 constexpr bool kBlock32Decode512 =
-    K == CodeKind::kQ40 || K == CodeKind::kIq4nl || K == CodeKind::kQ4k || K == CodeKind::kQ6k;
+    K == CodeKind::kQ40 || K == CodeKind::kIq4nl || K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ6k;
 
 // q4_0's codes are unsigned as stored (less 8); iq4_nl's table levels plus
 // 128 (1 .. 241) make its codes unsigned too. Either way each group's sum
@@ -99,7 +99,7 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
     __m512i sum = _mm512_setzero_si512();
     sum = DotAddUnsigned512(sum, one, _mm512_load_si512(panel + st * 128));
     sum = DotAddUnsigned512(sum, one, _mm512_load_si512(panel + st * 128 + 64));
-    if constexpr (K == CodeKind::kQ4k) {  // group sums, in lanes 0, 4, 8, 12; in place of the offsets
+    if constexpr (K == CodeKind::kQ4k || K == CodeKind::kQ5k) {  // group sums, in lanes 0, 4, 8, 12; in place of the offsets
       sum = _mm512_add_epi32(sum, _mm512_shuffle_epi32(sum, _MM_PERM_CDAB));
       sum = _mm512_add_epi32(sum, _mm512_shuffle_epi32(sum, _MM_PERM_BADC));
       alignas(64) int32_t lanes[16];
@@ -113,18 +113,38 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
   out.panel = panel;
   out.offsets = offsets;
   out.offsets_hi = offsets_hi;
-  out.scales = K == CodeKind::kQ4k || K == CodeKind::kQ6k ? scales : spread;
+  out.scales = K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ6k ? scales : spread;
   out.group_sums = reinterpret_cast<const float*>(offsets);
 }
 
-// q4_K's super-blocks of R rows: each group's sum in int32 lanes as q4_0's
-// (no offset), times its six-bit sub-scale in int32 (at most 63 * 2 *
-// 8 * 15 * 127 a lane over the super-block's two steps), to float once,
-// times d and the activation scale; the mins as dmin * m times the group's
-// scaled activation sum, eight groups in a 256-bit vector.
-template <int R>
-HWY_INLINE void Q4kDecode512(const BlockRows<CodeKind::kQ4k, R>& rows, const Decode512Acts& a, int64_t superblocks,
-                             float* out) {
+// q5_K's fifth bit of a step's weights (its bit plane: weight w of a
+// group in byte w / 8 at bit w % 8; a group's 4 bytes): the step's 16
+// plane bytes in every 128-bit block, kQ5kBitByte picks the byte under
+// each code lane of block b (low nibbles' weights 0-15 from bytes 4b and
+// 4b + 1, high nibbles' 16-31 from 4b + 2 and 4b + 3).
+struct Q5kBitBytes {
+  uint8_t idx[2][64];
+  constexpr Q5kBitBytes() : idx{} {
+    for (int half = 0; half < 2; ++half) {
+      for (int p = 0; p < 64; ++p) idx[half][p] = static_cast<uint8_t>(4 * (p / 16) + 2 * half + (p % 16) / 8);
+    }
+  }
+};
+alignas(64) constexpr Q5kBitBytes kQ5kBitByte{};
+HWY_INLINE __m512i AddQ5kHighBit(__m512i nibbles, __m512i planes, int half) {
+  const __m512i bytes = _mm512_shuffle_epi8(planes, _mm512_load_si512(kQ5kBitByte.idx[half]));
+  const __m512i bit = _mm512_set1_epi64(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm512_mask_add_epi8(nibbles, _mm512_test_epi8_mask(bytes, bit), nibbles, _mm512_set1_epi8(0x10));
+}
+
+// q4_K's and q5_K's super-blocks of R rows: each group's sum in int32
+// lanes as q4_0's (no offset), times its six-bit sub-scale in int32 (at
+// most 63 * 2 * 8 * 31 * 127 a lane over the super-block's two steps), to
+// float once, times d and the activation scale; the mins as dmin * m
+// times the group's scaled activation sum, eight groups in a 256-bit
+// vector. q5_K's fifth bit as AddQ5kHighBit adds it.
+template <CodeKind K, int R>
+HWY_INLINE void Q4kDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a, int64_t superblocks, float* out) {
   static_assert(kQ4kHeaderBytes == 20, "d, dmin, 8 scales, 8 mins");
   const __m512i low = _mm512_set1_epi8(0x0F);
   const __m128i pick0 = _mm_load_si128(reinterpret_cast<const __m128i*>(kSpreadBytes[0]));
@@ -135,9 +155,15 @@ HWY_INLINE void Q4kDecode512(const BlockRows<CodeKind::kQ4k, R>& rows, const Dec
     facc[r] = _mm512_setzero_ps();
     macc[r] = _mm256_setzero_ps();
   }
-  auto dot = [&](const uint8_t* codes, const int8_t* p) HWY_ATTR {
-    const __m512i b = _mm512_loadu_si512(codes);
-    const __m512i lo = _mm512_and_si512(b, low), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low);
+  // Step st of row r.
+  auto dot = [&](int r, int64_t st, const int8_t* p) HWY_ATTR {
+    const __m512i b = _mm512_loadu_si512(rows.row0[r] + st * 64);
+    __m512i lo = _mm512_and_si512(b, low), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low);
+    if constexpr (K == CodeKind::kQ5k) {
+      const __m512i planes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows.row1[r] + st * 16)));
+      lo = AddQ5kHighBit(lo, planes, 0);
+      hi = AddQ5kHighBit(hi, planes, 1);
+    }
     return DotAddUnsigned512(DotAddUnsigned512(_mm512_setzero_si512(), lo, _mm512_load_si512(p)), hi,
                              _mm512_load_si512(p + 64));
   };
@@ -145,6 +171,7 @@ HWY_INLINE void Q4kDecode512(const BlockRows<CodeKind::kQ4k, R>& rows, const Dec
     for (int r = 0; r < R; ++r) {
       hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128);
       hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128 + 64);
+      if (K == CodeKind::kQ5k && sb % 2 == 0) hwy::Prefetch(rows.row1[r] + kFarPrefetchBytes / 4 + sb * 32);
       if ((sb * kQ4kHeaderBytes) % 64 < kQ4kHeaderBytes) hwy::Prefetch(rows.headers[r] + rows.b1 + sb * kQ4kHeaderBytes);
     }
     const int8_t* p = a.panel + sb * 256;
@@ -154,8 +181,8 @@ HWY_INLINE void Q4kDecode512(const BlockRows<CodeKind::kQ4k, R>& rows, const Dec
       const uint8_t* head = rows.headers[r] + sb * kQ4kHeaderBytes;
       const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(head + 4));
       const __m512i isum =
-          _mm512_add_epi32(_mm512_mullo_epi32(dot(rows.row0[r] + sb * 128, p), _mm512_cvtepu8_epi32(_mm_shuffle_epi8(sc, pick0))),
-                           _mm512_mullo_epi32(dot(rows.row0[r] + sb * 128 + 64, p + 128),
+          _mm512_add_epi32(_mm512_mullo_epi32(dot(r, 2 * sb, p), _mm512_cvtepu8_epi32(_mm_shuffle_epi8(sc, pick0))),
+                           _mm512_mullo_epi32(dot(r, 2 * sb + 1, p + 128),
                                               _mm512_cvtepu8_epi32(_mm_shuffle_epi8(sc, pick1))));
       int32_t d_dmin;
       std::memcpy(&d_dmin, head, 4);
@@ -251,10 +278,10 @@ HWY_NOINLINE void Block32Decode512(const QuantWeights& w, const Decode512Acts& a
   static_assert(kBlock32Decode512<K>, "a kind the tile serves");
   const BlockRows<K, R> rows(w, r0, stride);
   const int64_t groups = w.k / 32, full = groups / 4;
-  if constexpr (K == CodeKind::kQ4k || K == CodeKind::kQ6k) {
+  if constexpr (K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ6k) {
     float out[R];
-    if constexpr (K == CodeKind::kQ4k) {
-      Q4kDecode512<R>(rows, a, w.k / kSuperBlock, out);
+    if constexpr (K != CodeKind::kQ6k) {
+      Q4kDecode512<K, R>(rows, a, w.k / kSuperBlock, out);
     } else {
       Q6kDecode512<R>(rows, a, w.k / kSuperBlock, out);
     }
