@@ -123,7 +123,7 @@ BENCHMARK(BM_QuantMatmul)
 // 10.5 (two cores, probe 60-75 GB/s): i4 33 / 49 / 52 GB/s a core at K =
 // 512 / 2048 / 8192, the carried q40 19-21 - so a Q4_0 GGUF's decode is
 // bound by its kernel there, and short i4 rows nearly (session 30: the
-// four-group tile for q4_0, iq4_nl, q4_K and q6_K, docs/BENCHMARKS.md 9.2;
+// four-group tile for q4_0, iq4_nl, q4_K, q5_K and q6_K, docs/BENCHMARKS.md 9.2;
 // q6_K and iq4_nl measured since). args: kind, K.
 void BM_QuantMatmulInL2(benchmark::State& state) {
   const auto kind = static_cast<CodeKind>(state.range(0));
