@@ -42,8 +42,8 @@ alignas(16) constexpr uint8_t kIq4nlTableU8[16] = {1, 24, 45, 63, 79, 93, 106, 1
 static_assert(kIq4nlTableU8[0] == kIq4nlTable[0] + 128 && kIq4nlTableU8[15] == kIq4nlTable[15] + 128,
               "the levels plus 128");
 // Each of four bytes four times, from byte 0 and from byte 4: a half
-// super-block's four sub-scales of q4_K, one per group, for the group's
-// four lanes.
+// super-block's four sub-scales of q4_K (q5_K), one per group, for the
+// group's four lanes.
 alignas(16) constexpr uint8_t kSpreadBytes[2][16] = {{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
                                                      {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7}};
 
@@ -51,20 +51,22 @@ alignas(16) constexpr uint8_t kSpreadBytes[2][16] = {{0, 0, 0, 0, 1, 1, 1, 1, 2,
 // 64 bytes of the groups' first sixteen activations (the low nibbles'),
 // then 64 of their last sixteen. q4_0 and iq4_nl: sixteen int32 offsets
 // (minus the offset times the activations under each lane) and sixteen
-// floats, each group's activation scale in its four lanes. q4_K: each
-// super-block's activation scale, and each group's activation sum times it
-// (its mins' share). Groups past the row's end are zeros.
+// floats, each group's activation scale in its four lanes. q4_K and
+// q5_K: each super-block's activation scale, and each group's activation
+// sum times it (its mins' share, kept where the offsets would be). q6_K:
+// the low and the high nibbles' offsets apart, and the super-blocks'
+// scales. Groups past the row's end are zeros.
 struct Decode512Acts {
   std::vector<uint8_t> bytes;  // storage, with room to align it
   const int8_t* panel = nullptr;
   const int32_t* offsets = nullptr;
   const int32_t* offsets_hi = nullptr;  // q6_K: the high nibbles' ([step][16]); `offsets` the low ones'
-  const float* scales = nullptr;        // q4_0, iq4_nl: [step][16]; q4_K, q6_K: [super-block]
-  const float* group_sums = nullptr;    // q4_K: [group]
+  const float* scales = nullptr;        // q4_0, iq4_nl: [step][16]; q4_K, q5_K, q6_K: [super-block]
+  const float* group_sums = nullptr;    // q4_K, q5_K: [group]
 };
 
 // q: the token's k codes; scales: one per activation block of `block`
-// codes (32, or q4_K's 256).
+// codes (32, or the K-quants' 256).
 template <CodeKind K>
 HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t block, int64_t k,
                                    Decode512Acts& out) {
