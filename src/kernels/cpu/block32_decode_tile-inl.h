@@ -207,7 +207,7 @@ HWY_INLINE void Q4kDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a
 // group in byte w / 4 at bit 2 (w % 4); a group's 8 bytes): each 128-bit
 // block b of `planes` holds group b's eight bytes; kQ6kBitByte picks the
 // byte under each code lane (low nibbles' weights 0-15 from bytes 0-3,
-// high nibbles' 16-31 from 4-7), kQ6kBit0 the lane's first bit.
+// high nibbles' 16-31 from 4-7); bit0 and bit1 are the lane's two bits.
 alignas(16) constexpr uint8_t kQ6kBitByte[2][16] = {{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
                                                     {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7}};
 HWY_INLINE __m512i AddQ6kHighBits(__m512i nibbles, __m512i planes, int half) {
