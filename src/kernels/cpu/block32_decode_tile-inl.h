@@ -1,4 +1,4 @@
-// Decode's tile for q4_0, iq4_nl, q4_K, q5_K and q6_K rows on AVX-512 VNNI (the AVX3_VNNI
+// Decode's tile for q4_0, iq4_nl, q4_K, q5_K, q6_K and iq4_xs rows on AVX-512 VNNI (the AVX3_VNNI
 // target), one SIMD target's worth. Not a header of its own:
 // kernels/cpu/block_matmul-inl.h includes it inside its HWY_NAMESPACE once
 // per target (Highway's -inl convention), after BlockRows and the f16
@@ -26,8 +26,8 @@
 // already spread) and the sum in one multiply and one multiply-add. The
 // same integers as Block32Tile; the float products in another order.
 template <CodeKind K>
-constexpr bool kBlock32Decode512 =
-    K == CodeKind::kQ40 || K == CodeKind::kIq4nl || K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ6k;
+constexpr bool kBlock32Decode512 = K == CodeKind::kQ40 || K == CodeKind::kIq4nl || K == CodeKind::kQ4k ||
+                                   K == CodeKind::kQ5k || K == CodeKind::kQ6k || K == CodeKind::kIq4xs;
 
 // q4_0's codes are unsigned as stored (less 8); iq4_nl's table levels plus
 // 128 (1 .. 241) make its codes unsigned too. Either way each group's sum
@@ -35,9 +35,14 @@ constexpr bool kBlock32Decode512 =
 // unsigned with no offset: its mins come off as dmin * m times each
 // group's activation sum. q6_K's six-bit codes are unsigned less 32, with a
 // sub-scale per sixteen: the low and the high nibbles' sums (one
-// sub-block each) keep their offsets apart.
+// sub-block each) keep their offsets apart. iq4_xs is iq4_nl's codebook
+// under a signed sub-scale per group: each group's sum (offset included)
+// times its sub-scale.
 template <CodeKind K>
-constexpr int kDecode512Offset = K == CodeKind::kQ40 ? 8 : K == CodeKind::kIq4nl ? 128 : K == CodeKind::kQ6k ? 32 : 0;
+constexpr int kDecode512Offset = K == CodeKind::kQ40                               ? 8
+                                 : K == CodeKind::kIq4nl || K == CodeKind::kIq4xs ? 128
+                                 : K == CodeKind::kQ6k                             ? 32
+                                                                                   : 0;
 alignas(16) constexpr uint8_t kIq4nlTableU8[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 static_assert(kIq4nlTableU8[0] == kIq4nlTable[0] + 128 && kIq4nlTableU8[15] == kIq4nlTable[15] + 128,
               "the levels plus 128");
@@ -55,13 +60,14 @@ alignas(16) constexpr uint8_t kSpreadBytes[2][16] = {{0, 0, 0, 0, 1, 1, 1, 1, 2,
 // q5_K: each super-block's activation scale, and each group's activation
 // sum times it (its mins' share, kept where the offsets would be). q6_K:
 // the low and the high nibbles' offsets apart, and the super-blocks'
-// scales. Groups past the row's end are zeros.
+// scales. iq4_xs: iq4_nl's offsets and the super-blocks' scales. Groups
+// past the row's end are zeros.
 struct Decode512Acts {
   std::vector<uint8_t> bytes;  // storage, with room to align it
   const int8_t* panel = nullptr;
   const int32_t* offsets = nullptr;
   const int32_t* offsets_hi = nullptr;  // q6_K: the high nibbles' ([step][16]); `offsets` the low ones'
-  const float* scales = nullptr;        // q4_0, iq4_nl: [step][16]; q4_K, q5_K, q6_K: [super-block]
+  const float* scales = nullptr;        // q4_0, iq4_nl: [step][16]; q4_K, q5_K, q6_K, iq4_xs: [super-block]
   const float* group_sums = nullptr;    // q4_K, q5_K: [group]
 };
 
@@ -115,7 +121,7 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
   out.panel = panel;
   out.offsets = offsets;
   out.offsets_hi = offsets_hi;
-  out.scales = K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ6k ? scales : spread;
+  out.scales = K == CodeKind::kQ40 || K == CodeKind::kIq4nl ? spread : scales;
   out.group_sums = reinterpret_cast<const float*>(offsets);
 }
 
@@ -218,12 +224,40 @@ HWY_INLINE __m512i AddQ6kHighBits(__m512i nibbles, __m512i planes, int half) {
   return _mm512_mask_add_epi8(nibbles, _mm512_test_epi8_mask(bytes, bit1), nibbles, _mm512_set1_epi8(0x20));
 }
 
+// The loop of q6_K's and iq4_xs's super-blocks over R rows: each row's
+// codes, 2-bit plane (q6_K) and headers prefetched as its stream goes on;
+// `isum(r, sb, head)` gives row r's int32 lane sums for super-block sb
+// (sub-scales applied), to float once and times d and the activation
+// scale.
+template <CodeKind K, int R, class ISum>
+HWY_INLINE void SuperBlocksDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a, int64_t superblocks,
+                                     float* out, const ISum& isum) {
+  constexpr int64_t kHeader = BlockCodes<K>::kHeader;
+  __m512 facc[R];
+  for (int r = 0; r < R; ++r) facc[r] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < superblocks; ++sb) {
+    for (int r = 0; r < R; ++r) {
+      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128);
+      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128 + 64);
+      if constexpr (K == CodeKind::kQ6k) hwy::Prefetch(rows.row1[r] + kFarPrefetchBytes / 2 + sb * 64);
+      if ((sb * kHeader) % 64 < kHeader) hwy::Prefetch(rows.headers[r] + rows.b1 + sb * kHeader);
+    }
+    const __m128 s = _mm_set_ss(a.scales[sb]);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* head = rows.headers[r] + sb * kHeader;
+      const __m512i sum = isum(r, sb, head);
+      const __m128 d = _mm_set_ss(HeaderF16(head));
+      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_broadcastss_ps(_mm_mul_ss(d, s)), facc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(facc[r]);
+}
+
 // q6_K's super-blocks of R rows: per step, the low and the high nibbles'
 // codes (six bits, unsigned) each summed from minus 32 times their
 // activations, each times its sixteen weights' signed sub-scale in int32
 // (at most 63 * 4 * 127 + 32 * 4 * 128 before, times 128: 6.2 million a
-// lane, four products a super-block), to float once a super-block and
-// times d and the activation scale.
+// lane, four products a super-block).
 template <int R>
 HWY_INLINE void Q6kDecode512(const BlockRows<CodeKind::kQ6k, R>& rows, const Decode512Acts& a, int64_t superblocks,
                              float* out) {
@@ -235,39 +269,54 @@ HWY_INLINE void Q6kDecode512(const BlockRows<CodeKind::kQ6k, R>& rows, const Dec
   alignas(16) static constexpr uint8_t kPick[2][2][16] = {
       {{0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6}, {1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7}},
       {{8, 8, 8, 8, 10, 10, 10, 10, 12, 12, 12, 12, 14, 14, 14, 14}, {9, 9, 9, 9, 11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15}}};
-  __m512 facc[R];
-  for (int r = 0; r < R; ++r) facc[r] = _mm512_setzero_ps();
-  for (int64_t sb = 0; sb < superblocks; ++sb) {
-    for (int r = 0; r < R; ++r) {
-      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128);
-      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128 + 64);
-      hwy::Prefetch(rows.row1[r] + kFarPrefetchBytes / 2 + sb * 64);
-      if ((sb * kQ6kHeaderBytes) % 64 < kQ6kHeaderBytes) hwy::Prefetch(rows.headers[r] + rows.b1 + sb * kQ6kHeaderBytes);
+  SuperBlocksDecode512(rows, a, superblocks, out, [&](int r, int64_t sb, const uint8_t* head) HWY_ATTR {
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(head + 2));
+    __m512i isum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const int64_t st = 2 * sb + h;
+      const __m512i b = _mm512_loadu_si512(rows.row0[r] + st * 64);
+      const __m512i planes = _mm512_permutexvar_epi64(
+          dup, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.row1[r] + st * 32))));
+      const __m512i lo = AddQ6kHighBits(_mm512_and_si512(b, low), planes, 0);
+      const __m512i hi = AddQ6kHighBits(_mm512_and_si512(_mm512_srli_epi16(b, 4), low), planes, 1);
+      const __m512i dlo = DotAddUnsigned512(_mm512_load_si512(a.offsets + st * 16), lo, _mm512_load_si512(a.panel + st * 128));
+      const __m512i dhi =
+          DotAddUnsigned512(_mm512_load_si512(a.offsets_hi + st * 16), hi, _mm512_load_si512(a.panel + st * 128 + 64));
+      const __m512i slo = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, _mm_load_si128(reinterpret_cast<const __m128i*>(kPick[h][0]))));
+      const __m512i shi = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, _mm_load_si128(reinterpret_cast<const __m128i*>(kPick[h][1]))));
+      isum = _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(dlo, slo), _mm512_mullo_epi32(dhi, shi)));
     }
-    const __m128 s = _mm_set_ss(a.scales[sb]);
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* head = rows.headers[r] + sb * kQ6kHeaderBytes;
-      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(head + 2));
-      __m512i isum = _mm512_setzero_si512();
-      for (int h = 0; h < 2; ++h) {
-        const int64_t st = 2 * sb + h;
-        const __m512i b = _mm512_loadu_si512(rows.row0[r] + st * 64);
-        const __m512i planes = _mm512_permutexvar_epi64(
-            dup, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.row1[r] + st * 32))));
-        const __m512i lo = AddQ6kHighBits(_mm512_and_si512(b, low), planes, 0);
-        const __m512i hi = AddQ6kHighBits(_mm512_and_si512(_mm512_srli_epi16(b, 4), low), planes, 1);
-        const __m512i dlo = DotAddUnsigned512(_mm512_load_si512(a.offsets + st * 16), lo, _mm512_load_si512(a.panel + st * 128));
-        const __m512i dhi =
-            DotAddUnsigned512(_mm512_load_si512(a.offsets_hi + st * 16), hi, _mm512_load_si512(a.panel + st * 128 + 64));
-        const __m512i slo = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, _mm_load_si128(reinterpret_cast<const __m128i*>(kPick[h][0]))));
-        const __m512i shi = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, _mm_load_si128(reinterpret_cast<const __m128i*>(kPick[h][1]))));
-        isum = _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(dlo, slo), _mm512_mullo_epi32(dhi, shi)));
-      }
-      const __m128 d = _mm_set_ss(HeaderF16(head));
-      facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(_mm_mul_ss(d, s)), facc[r]);
+    return isum;
+  });
+}
+
+// iq4_xs's super-blocks of R rows: per step, the codes through iq4_nl's
+// codebook plus 128 (unsigned, as iq4_nl's tile), each group's sum from
+// minus 128 times its activations, times the group's signed sub-scale in
+// int32 (at most 8 * 128 * 127 * 32 a lane, two products a super-block).
+template <int R>
+HWY_INLINE void Iq4xsDecode512(const BlockRows<CodeKind::kIq4xs, R>& rows, const Decode512Acts& a,
+                               int64_t superblocks, float* out) {
+  static_assert(kIq4xsHeaderBytes == 10, "d, 8 sub-scales");
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlTableU8)));
+  const __m128i pick[2] = {_mm_load_si128(reinterpret_cast<const __m128i*>(kSpreadBytes[0])),
+                           _mm_load_si128(reinterpret_cast<const __m128i*>(kSpreadBytes[1]))};
+  SuperBlocksDecode512(rows, a, superblocks, out, [&](int r, int64_t sb, const uint8_t* head) HWY_ATTR {
+    const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(head + 2));
+    __m512i isum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const int64_t st = 2 * sb + h;
+      const __m512i b = _mm512_loadu_si512(rows.row0[r] + st * 64);
+      const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
+      const __m512i hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b, 4), low));
+      const __m512i dot = DotAddUnsigned512(
+          DotAddUnsigned512(_mm512_load_si512(a.offsets + st * 16), lo, _mm512_load_si512(a.panel + st * 128)), hi,
+          _mm512_load_si512(a.panel + st * 128 + 64));
+      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dot, _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, pick[h]))));
     }
-  }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(facc[r]);
+    return isum;
+  });
 }
 
 // y for rows r0 + r * stride, r < R: R far streams, each going on with its
@@ -280,12 +329,14 @@ HWY_NOINLINE void Block32Decode512(const QuantWeights& w, const Decode512Acts& a
   static_assert(kBlock32Decode512<K>, "a kind the tile serves");
   const BlockRows<K, R> rows(w, r0, stride);
   const int64_t groups = w.k / 32, full = groups / 4;
-  if constexpr (K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ6k) {
+  if constexpr (K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ6k || K == CodeKind::kIq4xs) {
     float out[R];
-    if constexpr (K != CodeKind::kQ6k) {
-      Q4kDecode512<K, R>(rows, a, w.k / kSuperBlock, out);
-    } else {
+    if constexpr (K == CodeKind::kQ6k) {
       Q6kDecode512<R>(rows, a, w.k / kSuperBlock, out);
+    } else if constexpr (K == CodeKind::kIq4xs) {
+      Iq4xsDecode512<R>(rows, a, w.k / kSuperBlock, out);
+    } else {
+      Q4kDecode512<K, R>(rows, a, w.k / kSuperBlock, out);
     }
     for (int r = 0; r < R; ++r) y[r0 + r * stride] = out[r];
     return;
