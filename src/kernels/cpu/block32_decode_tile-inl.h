@@ -1,5 +1,6 @@
-// Decode's tile for q4_0, iq4_nl, q4_K, q5_K, q6_K and iq4_xs rows on AVX-512 VNNI (the AVX3_VNNI
-// target), one SIMD target's worth. Not a header of its own:
+// Decode's tile for q4_0, iq4_nl, q4_K, q5_K, q6_K, iq4_xs and q3_K rows on
+// AVX-512 VNNI (the AVX3_VNNI target), one SIMD target's worth. Not a
+// header of its own:
 // kernels/cpu/block_matmul-inl.h includes it inside its HWY_NAMESPACE once
 // per target (Highway's -inl convention), after BlockRows and the f16
 // helpers; it holds code only where ORK_X86_DOT is set (the AVX3 targets).
@@ -27,7 +28,8 @@
 // same integers as Block32Tile; the float products in another order.
 template <CodeKind K>
 constexpr bool kBlock32Decode512 = K == CodeKind::kQ40 || K == CodeKind::kIq4nl || K == CodeKind::kQ4k ||
-                                   K == CodeKind::kQ5k || K == CodeKind::kQ6k || K == CodeKind::kIq4xs;
+                                   K == CodeKind::kQ5k || K == CodeKind::kQ6k || K == CodeKind::kIq4xs ||
+                                   K == CodeKind::kQ3k;
 
 // q4_0's codes are unsigned as stored (less 8); iq4_nl's table levels plus
 // 128 (1 .. 241) make its codes unsigned too. Either way each group's sum
@@ -37,11 +39,13 @@ constexpr bool kBlock32Decode512 = K == CodeKind::kQ40 || K == CodeKind::kIq4nl 
 // sub-scale per sixteen: the low and the high nibbles' sums (one
 // sub-block each) keep their offsets apart. iq4_xs is iq4_nl's codebook
 // under a signed sub-scale per group: each group's sum (offset included)
-// times its sub-scale.
+// times its sub-scale. q3_K is q6_K's arrangement with three-bit codes
+// less 4.
 template <CodeKind K>
 constexpr int kDecode512Offset = K == CodeKind::kQ40                               ? 8
                                  : K == CodeKind::kIq4nl || K == CodeKind::kIq4xs ? 128
                                  : K == CodeKind::kQ6k                             ? 32
+                                 : K == CodeKind::kQ3k                             ? 4
                                                                                    : 0;
 alignas(16) constexpr uint8_t kIq4nlTableU8[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 static_assert(kIq4nlTableU8[0] == kIq4nlTable[0] + 128 && kIq4nlTableU8[15] == kIq4nlTable[15] + 128,
@@ -96,7 +100,7 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
   // nibbles' and four of the high ones').
   const __m512i one = _mm512_set1_epi8(1);
   for (int64_t st = 0; st < steps; ++st) {
-    if constexpr (K == CodeKind::kQ6k) {
+    if constexpr (K == CodeKind::kQ6k || K == CodeKind::kQ3k) {
       const __m512i neg = _mm512_set1_epi32(-kDecode512Offset<K>);
       const __m512i lo = DotAddUnsigned512(_mm512_setzero_si512(), one, _mm512_load_si512(panel + st * 128));
       const __m512i hi = DotAddUnsigned512(_mm512_setzero_si512(), one, _mm512_load_si512(panel + st * 128 + 64));
@@ -125,11 +129,12 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
   out.group_sums = reinterpret_cast<const float*>(offsets);
 }
 
-// q5_K's fifth bit of a step's weights (its bit plane: weight w of a
-// group in byte w / 8 at bit w % 8; a group's 4 bytes): the step's 16
-// plane bytes in every 128-bit block, kQ5kBitByte picks the byte under
-// each code lane of block b (low nibbles' weights 0-15 from bytes 4b and
-// 4b + 1, high nibbles' 16-31 from 4b + 2 and 4b + 3).
+// q5_K's fifth bit of a step's weights, or q3_K's third (their bit plane:
+// weight w of a group in byte w / 8 at bit w % 8; a group's 4 bytes): the
+// step's 16 plane bytes in every 128-bit block, kQ5kBitByte picks the byte
+// under each code lane of block b (low nibbles' weights 0-15 from bytes 4b
+// and 4b + 1, high nibbles' 16-31 from 4b + 2 and 4b + 3); `value` (the
+// bit's weight: 16 or 4) is added where the lane's bit is set.
 struct Q5kBitBytes {
   uint8_t idx[2][64];
   constexpr Q5kBitBytes() : idx{} {
@@ -139,10 +144,10 @@ struct Q5kBitBytes {
   }
 };
 alignas(64) constexpr Q5kBitBytes kQ5kBitByte{};
-HWY_INLINE __m512i AddQ5kHighBit(__m512i nibbles, __m512i planes, int half) {
+HWY_INLINE __m512i AddPlaneBit512(__m512i codes, __m512i planes, int half, char value) {
   const __m512i bytes = _mm512_shuffle_epi8(planes, _mm512_load_si512(kQ5kBitByte.idx[half]));
   const __m512i bit = _mm512_set1_epi64(static_cast<int64_t>(0x8040201008040201ull));
-  return _mm512_mask_add_epi8(nibbles, _mm512_test_epi8_mask(bytes, bit), nibbles, _mm512_set1_epi8(0x10));
+  return _mm512_mask_add_epi8(codes, _mm512_test_epi8_mask(bytes, bit), codes, _mm512_set1_epi8(value));
 }
 
 // q4_K's and q5_K's super-blocks of R rows: each group's sum in int32
@@ -150,7 +155,7 @@ HWY_INLINE __m512i AddQ5kHighBit(__m512i nibbles, __m512i planes, int half) {
 // most 63 * 2 * 8 * 31 * 127 a lane over the super-block's two steps), to
 // float once, times d and the activation scale; the mins as dmin * m
 // times the group's scaled activation sum, eight groups in a 256-bit
-// vector. q5_K's fifth bit as AddQ5kHighBit adds it.
+// vector. q5_K's fifth bit as AddPlaneBit512 adds it.
 template <CodeKind K, int R>
 HWY_INLINE void Q4kDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a, int64_t superblocks, float* out) {
   static_assert(kQ4kHeaderBytes == 20, "d, dmin, 8 scales, 8 mins");
@@ -169,8 +174,8 @@ HWY_INLINE void Q4kDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a
     __m512i lo = _mm512_and_si512(b, low), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low);
     if constexpr (K == CodeKind::kQ5k) {
       const __m512i planes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows.row1[r] + st * 16)));
-      lo = AddQ5kHighBit(lo, planes, 0);
-      hi = AddQ5kHighBit(hi, planes, 1);
+      lo = AddPlaneBit512(lo, planes, 0, 0x10);
+      hi = AddPlaneBit512(hi, planes, 1, 0x10);
     }
     return DotAddUnsigned512(DotAddUnsigned512(_mm512_setzero_si512(), lo, _mm512_load_si512(p)), hi,
                              _mm512_load_si512(p + 64));
@@ -224,8 +229,9 @@ HWY_INLINE __m512i AddQ6kHighBits(__m512i nibbles, __m512i planes, int half) {
   return _mm512_mask_add_epi8(nibbles, _mm512_test_epi8_mask(bytes, bit1), nibbles, _mm512_set1_epi8(0x20));
 }
 
-// The loop of q6_K's and iq4_xs's super-blocks over R rows: each row's
-// codes, 2-bit plane (q6_K) and headers prefetched as its stream goes on;
+// The loop of q6_K's, q3_K's and iq4_xs's super-blocks over R rows: each
+// row's codes, high bits (q6_K, q3_K) and headers prefetched as its
+// stream goes on;
 // `isum(r, sb, head)` gives row r's int32 lane sums for super-block sb
 // (sub-scales applied), to float once and times d and the activation
 // scale.
@@ -233,13 +239,17 @@ template <CodeKind K, int R, class ISum>
 HWY_INLINE void SuperBlocksDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a, int64_t superblocks,
                                      float* out, const ISum& isum) {
   constexpr int64_t kHeader = BlockCodes<K>::kHeader;
+  // Plane bytes a super-block: q6_K 128 and 64, q3_K 64 and 32 (plane 1
+  // half of plane 0 either way: prefetched half as far), iq4_xs 128 and none.
+  constexpr int64_t kBytes0 = K == CodeKind::kQ3k ? 64 : 128, kBytes1 = kBytes0 / 2 * (K == CodeKind::kIq4xs ? 0 : 1);
   __m512 facc[R];
   for (int r = 0; r < R; ++r) facc[r] = _mm512_setzero_ps();
   for (int64_t sb = 0; sb < superblocks; ++sb) {
     for (int r = 0; r < R; ++r) {
-      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128);
-      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128 + 64);
-      if constexpr (K == CodeKind::kQ6k) hwy::Prefetch(rows.row1[r] + kFarPrefetchBytes / 2 + sb * 64);
+      for (int64_t off = 0; off < kBytes0; off += 64) hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * kBytes0 + off);
+      if constexpr (kBytes1 > 0) {
+        if ((sb * kBytes1) % 64 < kBytes1) hwy::Prefetch(rows.row1[r] + kFarPrefetchBytes / 2 + sb * kBytes1);
+      }
       if ((sb * kHeader) % 64 < kHeader) hwy::Prefetch(rows.headers[r] + rows.b1 + sb * kHeader);
     }
     const __m128 s = _mm_set_ss(a.scales[sb]);
@@ -253,17 +263,26 @@ HWY_INLINE void SuperBlocksDecode512(const BlockRows<K, R>& rows, const Decode51
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(facc[r]);
 }
 
-// q6_K's super-blocks of R rows: per step, the low and the high nibbles'
-// codes (six bits, unsigned) each summed from minus 32 times their
-// activations, each times its sixteen weights' signed sub-scale in int32
-// (at most 63 * 4 * 127 + 32 * 4 * 128 before, times 128: 6.2 million a
-// lane, four products a super-block).
-template <int R>
-HWY_INLINE void Q6kDecode512(const BlockRows<CodeKind::kQ6k, R>& rows, const Decode512Acts& a, int64_t superblocks,
-                             float* out) {
-  static_assert(kQ6kHeaderBytes == 18, "d, 16 sub-scales");
-  const __m512i low = _mm512_set1_epi8(0x0F);
+// q6_K's and q3_K's super-blocks of R rows: per step, the codes under the
+// low and the high nibbles' lanes (six bits, unsigned; q3_K's three) each
+// summed from minus 32 (4) times their activations, each times its
+// sixteen weights' signed sub-scale in int32 (at most 63 * 4 * 127 + 32 *
+// 4 * 128 before, times 128: 6.2 million a lane, four products a
+// super-block). q3_K's low two bits: a step's 32 bytes of its 2-bit plane
+// hold groups 0 and 1, then 2 and 3, each pair's byte j at shifts 0, 2
+// (weight j of the first, the second) and 4, 6 (weight 16 + j); each
+// pair's 16 bytes go to both its groups' blocks and shift there by the
+// block's own count.
+template <CodeKind K, int R>
+HWY_INLINE void Q6kDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a, int64_t superblocks, float* out) {
+  static_assert(kQ6kHeaderBytes == 18, "d, 16 sub-scales (q3_K's header too)");
+  static_assert(K == CodeKind::kQ6k || K == CodeKind::kQ3k, "the kinds of sixteen sub-scales");
+  const __m512i low = _mm512_set1_epi8(0x0F), three = _mm512_set1_epi8(3);
   const __m512i dup = _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0);  // group b's eight plane bytes into block b
+  const __m512i pairs = _mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0);  // q3_K: pair b / 2's sixteen bytes into block b
+  const __m512i shift_lo = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0, 0, 0x0002000200020002,
+                                            0x0002000200020002, 0, 0);
+  const __m512i shift_hi = _mm512_add_epi16(shift_lo, _mm512_set1_epi16(4));
   // Sub-scale bytes for each code lane: step h's groups are sub-blocks
   // 8h + 2b (low nibbles) and 8h + 2b + 1 (high).
   alignas(16) static constexpr uint8_t kPick[2][2][16] = {
@@ -274,11 +293,20 @@ HWY_INLINE void Q6kDecode512(const BlockRows<CodeKind::kQ6k, R>& rows, const Dec
     __m512i isum = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       const int64_t st = 2 * sb + h;
-      const __m512i b = _mm512_loadu_si512(rows.row0[r] + st * 64);
-      const __m512i planes = _mm512_permutexvar_epi64(
-          dup, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.row1[r] + st * 32))));
-      const __m512i lo = AddQ6kHighBits(_mm512_and_si512(b, low), planes, 0);
-      const __m512i hi = AddQ6kHighBits(_mm512_and_si512(_mm512_srli_epi16(b, 4), low), planes, 1);
+      __m512i lo, hi;
+      if constexpr (K == CodeKind::kQ6k) {
+        const __m512i b = _mm512_loadu_si512(rows.row0[r] + st * 64);
+        const __m512i planes = _mm512_permutexvar_epi64(
+            dup, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.row1[r] + st * 32))));
+        lo = AddQ6kHighBits(_mm512_and_si512(b, low), planes, 0);
+        hi = AddQ6kHighBits(_mm512_and_si512(_mm512_srli_epi16(b, 4), low), planes, 1);
+      } else {
+        const __m512i v = _mm512_permutexvar_epi64(
+            pairs, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.row0[r] + st * 32))));
+        const __m512i planes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows.row1[r] + st * 16)));
+        lo = AddPlaneBit512(_mm512_and_si512(_mm512_srlv_epi16(v, shift_lo), three), planes, 0, 4);
+        hi = AddPlaneBit512(_mm512_and_si512(_mm512_srlv_epi16(v, shift_hi), three), planes, 1, 4);
+      }
       const __m512i dlo = DotAddUnsigned512(_mm512_load_si512(a.offsets + st * 16), lo, _mm512_load_si512(a.panel + st * 128));
       const __m512i dhi =
           DotAddUnsigned512(_mm512_load_si512(a.offsets_hi + st * 16), hi, _mm512_load_si512(a.panel + st * 128 + 64));
@@ -329,10 +357,11 @@ HWY_NOINLINE void Block32Decode512(const QuantWeights& w, const Decode512Acts& a
   static_assert(kBlock32Decode512<K>, "a kind the tile serves");
   const BlockRows<K, R> rows(w, r0, stride);
   const int64_t groups = w.k / 32, full = groups / 4;
-  if constexpr (K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ6k || K == CodeKind::kIq4xs) {
+  if constexpr (K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ6k || K == CodeKind::kIq4xs ||
+                K == CodeKind::kQ3k) {
     float out[R];
-    if constexpr (K == CodeKind::kQ6k) {
-      Q6kDecode512<R>(rows, a, w.k / kSuperBlock, out);
+    if constexpr (K == CodeKind::kQ6k || K == CodeKind::kQ3k) {
+      Q6kDecode512<K, R>(rows, a, w.k / kSuperBlock, out);
     } else if constexpr (K == CodeKind::kIq4xs) {
       Iq4xsDecode512<R>(rows, a, w.k / kSuperBlock, out);
     } else {
