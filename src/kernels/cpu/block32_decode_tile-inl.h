@@ -1,5 +1,5 @@
-// Decode's tile for q4_0, iq4_nl, q4_K, q5_K, q6_K, iq4_xs and q3_K rows on
-// AVX-512 VNNI (the AVX3_VNNI target), one SIMD target's worth. Not a
+// Decode's tile for q4_0, iq4_nl, q4_K, q5_K, q6_K, iq4_xs, q3_K and q2_K
+// rows on AVX-512 VNNI (the AVX3_VNNI target), one SIMD target's worth. Not a
 // header of its own:
 // kernels/cpu/block_matmul-inl.h includes it inside its HWY_NAMESPACE once
 // per target (Highway's -inl convention), after BlockRows and the f16
@@ -29,7 +29,7 @@
 template <CodeKind K>
 constexpr bool kBlock32Decode512 = K == CodeKind::kQ40 || K == CodeKind::kIq4nl || K == CodeKind::kQ4k ||
                                    K == CodeKind::kQ5k || K == CodeKind::kQ6k || K == CodeKind::kIq4xs ||
-                                   K == CodeKind::kQ3k;
+                                   K == CodeKind::kQ3k || K == CodeKind::kQ2k;
 
 // q4_0's codes are unsigned as stored (less 8); iq4_nl's table levels plus
 // 128 (1 .. 241) make its codes unsigned too. Either way each group's sum
@@ -40,7 +40,7 @@ constexpr bool kBlock32Decode512 = K == CodeKind::kQ40 || K == CodeKind::kIq4nl 
 // sub-block each) keep their offsets apart. iq4_xs is iq4_nl's codebook
 // under a signed sub-scale per group: each group's sum (offset included)
 // times its sub-scale. q3_K is q6_K's arrangement with three-bit codes
-// less 4.
+// less 4; q2_K's two-bit codes have no offset but a min per sixteen.
 template <CodeKind K>
 constexpr int kDecode512Offset = K == CodeKind::kQ40                               ? 8
                                  : K == CodeKind::kIq4nl || K == CodeKind::kIq4xs ? 128
@@ -100,6 +100,23 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
   // nibbles' and four of the high ones').
   const __m512i one = _mm512_set1_epi8(1);
   for (int64_t st = 0; st < steps; ++st) {
+    if constexpr (K == CodeKind::kQ2k) {
+      // Each sixteen's activation sum times its super-block's scale, in
+      // place of the offsets: sixteen g's first sixteen (sub-block 2g of
+      // the row) and its last (2g + 1).
+      auto* sums = reinterpret_cast<float*>(offsets);
+      for (int half = 0; half < 2; ++half) {
+        __m512i sum = DotAddUnsigned512(_mm512_setzero_si512(), one, _mm512_load_si512(panel + st * 128 + 64 * half));
+        sum = _mm512_add_epi32(sum, _mm512_shuffle_epi32(sum, _MM_PERM_CDAB));
+        sum = _mm512_add_epi32(sum, _mm512_shuffle_epi32(sum, _MM_PERM_BADC));
+        alignas(64) int32_t lanes[16];
+        _mm512_store_si512(lanes, sum);
+        for (int64_t j = 0, g = st * 4; j < 4 && g < groups; ++j, ++g) {
+          sums[2 * g + half] = scales[g * 32 / block] * static_cast<float>(lanes[4 * j]);
+        }
+      }
+      continue;
+    }
     if constexpr (K == CodeKind::kQ6k || K == CodeKind::kQ3k) {
       const __m512i neg = _mm512_set1_epi32(-kDecode512Offset<K>);
       const __m512i lo = DotAddUnsigned512(_mm512_setzero_si512(), one, _mm512_load_si512(panel + st * 128));
@@ -240,10 +257,13 @@ HWY_INLINE void SuperBlocksDecode512(const BlockRows<K, R>& rows, const Decode51
                                      float* out, const ISum& isum) {
   constexpr int64_t kHeader = BlockCodes<K>::kHeader;
   // Plane bytes a super-block: q6_K 128 and 64, q3_K 64 and 32 (plane 1
-  // half of plane 0 either way: prefetched half as far), iq4_xs 128 and none.
-  constexpr int64_t kBytes0 = K == CodeKind::kQ3k ? 64 : 128, kBytes1 = kBytes0 / 2 * (K == CodeKind::kIq4xs ? 0 : 1);
-  __m512 facc[R];
-  for (int r = 0; r < R; ++r) facc[r] = _mm512_setzero_ps();
+  // half of plane 0 either way: prefetched half as far), iq4_xs 128 and
+  // none, q2_K 64 and none.
+  constexpr bool kTwoBit = K == CodeKind::kQ3k || K == CodeKind::kQ2k;
+  constexpr int64_t kBytes0 = kTwoBit ? 64 : 128;
+  constexpr int64_t kBytes1 = K == CodeKind::kQ6k || K == CodeKind::kQ3k ? kBytes0 / 2 : 0;
+  __m512 facc[R], macc[R];  // macc: q2_K's mins
+  for (int r = 0; r < R; ++r) facc[r] = macc[r] = _mm512_setzero_ps();
   for (int64_t sb = 0; sb < superblocks; ++sb) {
     for (int r = 0; r < R; ++r) {
       for (int64_t off = 0; off < kBytes0; off += 64) hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * kBytes0 + off);
@@ -258,9 +278,15 @@ HWY_INLINE void SuperBlocksDecode512(const BlockRows<K, R>& rows, const Decode51
       const __m512i sum = isum(r, sb, head);
       const __m128 d = _mm_set_ss(HeaderF16(head));
       facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_broadcastss_ps(_mm_mul_ss(d, s)), facc[r]);
+      if constexpr (K == CodeKind::kQ2k) {  // dmin * m against each sixteen's scaled activation sum
+        const __m128i m = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(head + 4)), 4),
+                                        _mm_set1_epi8(0x0F));
+        const __m512 dm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m)), _mm512_set1_ps(HeaderF16(head + 2)));
+        macc[r] = _mm512_fnmadd_ps(dm, _mm512_load_ps(a.group_sums + sb * 16), macc[r]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(facc[r]);
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(facc[r], macc[r]));
 }
 
 // q6_K's and q3_K's super-blocks of R rows: per step, the codes under the
@@ -272,11 +298,12 @@ HWY_INLINE void SuperBlocksDecode512(const BlockRows<K, R>& rows, const Decode51
 // hold groups 0 and 1, then 2 and 3, each pair's byte j at shifts 0, 2
 // (weight j of the first, the second) and 4, 6 (weight 16 + j); each
 // pair's 16 bytes go to both its groups' blocks and shift there by the
-// block's own count.
+// block's own count. q2_K: those two bits alone, no offset, unsigned
+// four-bit sub-scales (its mins in SuperBlocksDecode512).
 template <CodeKind K, int R>
 HWY_INLINE void Q6kDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a, int64_t superblocks, float* out) {
-  static_assert(kQ6kHeaderBytes == 18, "d, 16 sub-scales (q3_K's header too)");
-  static_assert(K == CodeKind::kQ6k || K == CodeKind::kQ3k, "the kinds of sixteen sub-scales");
+  static_assert(kQ6kHeaderBytes == 18 && kQ2kHeaderBytes == 20, "d, 16 sub-scales (q3_K's header too); q2_K's d, dmin, 16");
+  static_assert(K == CodeKind::kQ6k || K == CodeKind::kQ3k || K == CodeKind::kQ2k, "the kinds of sixteen sub-scales");
   const __m512i low = _mm512_set1_epi8(0x0F), three = _mm512_set1_epi8(3);
   const __m512i dup = _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0);  // group b's eight plane bytes into block b
   const __m512i pairs = _mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0);  // q3_K: pair b / 2's sixteen bytes into block b
@@ -289,7 +316,7 @@ HWY_INLINE void Q6kDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a
       {{0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6}, {1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7}},
       {{8, 8, 8, 8, 10, 10, 10, 10, 12, 12, 12, 12, 14, 14, 14, 14}, {9, 9, 9, 9, 11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15}}};
   SuperBlocksDecode512(rows, a, superblocks, out, [&](int r, int64_t sb, const uint8_t* head) HWY_ATTR {
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(head + 2));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(head + (K == CodeKind::kQ2k ? 4 : 2)));
     __m512i isum = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       const int64_t st = 2 * sb + h;
@@ -303,15 +330,25 @@ HWY_INLINE void Q6kDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a
       } else {
         const __m512i v = _mm512_permutexvar_epi64(
             pairs, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.row0[r] + st * 32))));
-        const __m512i planes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows.row1[r] + st * 16)));
-        lo = AddPlaneBit512(_mm512_and_si512(_mm512_srlv_epi16(v, shift_lo), three), planes, 0, 4);
-        hi = AddPlaneBit512(_mm512_and_si512(_mm512_srlv_epi16(v, shift_hi), three), planes, 1, 4);
+        lo = _mm512_and_si512(_mm512_srlv_epi16(v, shift_lo), three);
+        hi = _mm512_and_si512(_mm512_srlv_epi16(v, shift_hi), three);
+        if constexpr (K == CodeKind::kQ3k) {
+          const __m512i planes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows.row1[r] + st * 16)));
+          lo = AddPlaneBit512(lo, planes, 0, 4);
+          hi = AddPlaneBit512(hi, planes, 1, 4);
+        }
       }
-      const __m512i dlo = DotAddUnsigned512(_mm512_load_si512(a.offsets + st * 16), lo, _mm512_load_si512(a.panel + st * 128));
-      const __m512i dhi =
-          DotAddUnsigned512(_mm512_load_si512(a.offsets_hi + st * 16), hi, _mm512_load_si512(a.panel + st * 128 + 64));
-      const __m512i slo = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, _mm_load_si128(reinterpret_cast<const __m128i*>(kPick[h][0]))));
-      const __m512i shi = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(sc, _mm_load_si128(reinterpret_cast<const __m128i*>(kPick[h][1]))));
+      const __m512i from_lo = K == CodeKind::kQ2k ? _mm512_setzero_si512() : _mm512_load_si512(a.offsets + st * 16);
+      const __m512i from_hi = K == CodeKind::kQ2k ? _mm512_setzero_si512() : _mm512_load_si512(a.offsets_hi + st * 16);
+      const __m512i dlo = DotAddUnsigned512(from_lo, lo, _mm512_load_si512(a.panel + st * 128));
+      const __m512i dhi = DotAddUnsigned512(from_hi, hi, _mm512_load_si512(a.panel + st * 128 + 64));
+      // The lanes' sub-scales: signed bytes, or q2_K's low nibbles.
+      auto scales_of = [&](int half) HWY_ATTR {
+        const __m128i picked = _mm_shuffle_epi8(sc, _mm_load_si128(reinterpret_cast<const __m128i*>(kPick[h][half])));
+        if constexpr (K == CodeKind::kQ2k) return _mm512_cvtepu8_epi32(_mm_and_si128(picked, _mm_set1_epi8(0x0F)));
+        return _mm512_cvtepi8_epi32(picked);
+      };
+      const __m512i slo = scales_of(0), shi = scales_of(1);
       isum = _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(dlo, slo), _mm512_mullo_epi32(dhi, shi)));
     }
     return isum;
@@ -358,9 +395,9 @@ HWY_NOINLINE void Block32Decode512(const QuantWeights& w, const Decode512Acts& a
   const BlockRows<K, R> rows(w, r0, stride);
   const int64_t groups = w.k / 32, full = groups / 4;
   if constexpr (K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ6k || K == CodeKind::kIq4xs ||
-                K == CodeKind::kQ3k) {
+                K == CodeKind::kQ3k || K == CodeKind::kQ2k) {
     float out[R];
-    if constexpr (K == CodeKind::kQ6k || K == CodeKind::kQ3k) {
+    if constexpr (K == CodeKind::kQ6k || K == CodeKind::kQ3k || K == CodeKind::kQ2k) {
       Q6kDecode512<K, R>(rows, a, w.k / kSuperBlock, out);
     } else if constexpr (K == CodeKind::kIq4xs) {
       Iq4xsDecode512<R>(rows, a, w.k / kSuperBlock, out);
