@@ -662,7 +662,7 @@ HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const in
 }
 
 #include "kernels/cpu/rows16_tile-inl.h"  // Rows16Prepare, Rows16Dot: q4_0 / q4_K / q6_K batches on AVX-512 VNNI
-#include "kernels/cpu/block32_decode_tile-inl.h"  // Block32Decode512: q4_0 / iq4_nl / q4_K / q5_K / q6_K decode on AVX-512 VNNI
+#include "kernels/cpu/block32_decode_tile-inl.h"  // Block32Decode512: the block kinds' decode on AVX-512 VNNI (all but q8_0, q4_1, q5_0, q5_1)
 #include "kernels/cpu/block_acts-inl.h"  // GroupActs, StepOffsets, SubSums: the per-token tables
 
 // Tokens [t_begin, t_end) of a batch against rows [row_begin, row_end):
@@ -781,7 +781,7 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
     for (int t = 0; t < in.n; ++t) std::fill_n(&scales[static_cast<size_t>(t * nb)], nb, in.scale[t]);
   }
 #if ORK_X86_DOT
-  // Decode of q4_0, iq4_nl, q4_K, q5_K and q6_K on AVX-512 VNNI: two far streams a thread,
+  // Decode of the kinds kBlock32Decode512 names, on AVX-512 VNNI: two far streams a thread,
   // four groups a step (Block32Decode512); none of the per-step tables below.
   if constexpr (kDot && kBlock32Decode512<K>) {
     if (in.n == 1) {
