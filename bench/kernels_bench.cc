@@ -124,7 +124,8 @@ BENCHMARK(BM_QuantMatmul)
 // 512 / 2048 / 8192, the carried q40 19-21 - so a Q4_0 GGUF's decode is
 // bound by its kernel there, and short i4 rows nearly (session 30: the
 // four-group tile for q4_0, iq4_nl, q4_K, q5_K and q6_K, docs/BENCHMARKS.md 9.2;
-// q6_K and iq4_nl measured since; iq4_xs's through it in 9.3). args: kind, K.
+// q6_K and iq4_nl measured since; iq4_xs's, q4_1's, q5_0's and q5_1's through it in
+// 9.3). args: kind, K.
 void BM_QuantMatmulInL2(benchmark::State& state) {
   const auto kind = static_cast<CodeKind>(state.range(0));
   const int64_t k = state.range(1);
@@ -139,7 +140,7 @@ void BM_QuantMatmulInL2(benchmark::State& state) {
   state.SetLabel(std::string(kKindNames[state.range(0)]) + ", in L2");
 }
 BENCHMARK(BM_QuantMatmulInL2)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 9, 10, 6, 7, 14, 15}, {512, 2048, 8192}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 9, 10, 6, 7, 14, 15, 11, 12, 13}, {512, 2048, 8192}})
     ->ArgNames({"kind", "K"})
     ->Unit(benchmark::kMicrosecond);
 

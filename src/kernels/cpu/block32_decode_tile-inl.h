@@ -1,6 +1,6 @@
-// Decode's tile for q4_0, iq4_nl, q4_K, q5_K, q6_K, iq4_xs, q3_K and q2_K
-// rows on AVX-512 VNNI (the AVX3_VNNI target), one SIMD target's worth. Not a
-// header of its own:
+// Decode's tile for the carried block kinds but q8_0 (q4_0, q4_1, q5_0,
+// q5_1, iq4_nl, q4_K, q5_K, q6_K, iq4_xs, q3_K, q2_K) on AVX-512 VNNI (the
+// AVX3_VNNI target), one SIMD target's worth. Not a header of its own:
 // kernels/cpu/block_matmul-inl.h includes it inside its HWY_NAMESPACE once
 // per target (Highway's -inl convention), after BlockRows and the f16
 // helpers; it holds code only where ORK_X86_DOT is set (the AVX3 targets).
@@ -29,7 +29,8 @@
 template <CodeKind K>
 constexpr bool kBlock32Decode512 = K == CodeKind::kQ40 || K == CodeKind::kIq4nl || K == CodeKind::kQ4k ||
                                    K == CodeKind::kQ5k || K == CodeKind::kQ6k || K == CodeKind::kIq4xs ||
-                                   K == CodeKind::kQ3k || K == CodeKind::kQ2k;
+                                   K == CodeKind::kQ3k || K == CodeKind::kQ2k || K == CodeKind::kQ41 ||
+                                   K == CodeKind::kQ50 || K == CodeKind::kQ51;
 
 // q4_0's codes are unsigned as stored (less 8); iq4_nl's table levels plus
 // 128 (1 .. 241) make its codes unsigned too. Either way each group's sum
@@ -46,6 +47,7 @@ constexpr int kDecode512Offset = K == CodeKind::kQ40                            
                                  : K == CodeKind::kIq4nl || K == CodeKind::kIq4xs ? 128
                                  : K == CodeKind::kQ6k                             ? 32
                                  : K == CodeKind::kQ3k                             ? 4
+                                 : K == CodeKind::kQ50                             ? 16
                                                                                    : 0;
 alignas(16) constexpr uint8_t kIq4nlTableU8[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 static_assert(kIq4nlTableU8[0] == kIq4nlTable[0] + 128 && kIq4nlTableU8[15] == kIq4nlTable[15] + 128,
@@ -58,9 +60,10 @@ alignas(16) constexpr uint8_t kSpreadBytes[2][16] = {{0, 0, 0, 0, 1, 1, 1, 1, 2,
 
 // One token's activations as the tile reads them, per step of four groups:
 // 64 bytes of the groups' first sixteen activations (the low nibbles'),
-// then 64 of their last sixteen. q4_0 and iq4_nl: sixteen int32 offsets
-// (minus the offset times the activations under each lane) and sixteen
-// floats, each group's activation scale in its four lanes. q4_K and
+// then 64 of their last sixteen. q4_0, q5_0 and iq4_nl: sixteen int32
+// offsets (minus the offset times the activations under each lane; q4_1
+// and q5_1: the activations' sum under each lane, for the mins) and
+// sixteen floats, each group's activation scale in its four lanes. q4_K and
 // q5_K: each super-block's activation scale, and each group's activation
 // sum times it (its mins' share, kept where the offsets would be). q6_K:
 // the low and the high nibbles' offsets apart, and the super-blocks'
@@ -94,7 +97,7 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
     int8_t* p = panel + (g / 4) * 128 + (g % 4) * 16;
     std::memcpy(p, q + g * 32, 16);
     std::memcpy(p + 64, q + g * 32 + 16, 16);
-    if constexpr (K == CodeKind::kQ40 || K == CodeKind::kIq4nl) std::fill_n(spread + g * 4, 4, scales[g]);
+    if constexpr (kBlock32<K>) std::fill_n(spread + g * 4, 4, scales[g]);
   }
   // The activations under each lane (the dot's lanes: four of the low
   // nibbles' and four of the high ones').
@@ -135,6 +138,8 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
       _mm512_store_si512(lanes, sum);
       auto* sums = reinterpret_cast<float*>(offsets);
       for (int j = 0; j < 4; ++j) sums[st * 4 + j] = scales[(st * 4 + j) * 32 / block] * static_cast<float>(lanes[4 * j]);
+    } else if constexpr (K == CodeKind::kQ41 || K == CodeKind::kQ51) {  // the sums themselves, for the mins
+      _mm512_store_si512(offsets + st * 16, sum);
     } else {
       _mm512_store_si512(offsets + st * 16, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-kDecode512Offset<K>)));
     }
@@ -142,7 +147,7 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
   out.panel = panel;
   out.offsets = offsets;
   out.offsets_hi = offsets_hi;
-  out.scales = K == CodeKind::kQ40 || K == CodeKind::kIq4nl ? spread : scales;
+  out.scales = kBlock32<K> ? spread : scales;
   out.group_sums = reinterpret_cast<const float*>(offsets);
 }
 
@@ -407,10 +412,19 @@ HWY_NOINLINE void Block32Decode512(const QuantWeights& w, const Decode512Acts& a
     for (int r = 0; r < R; ++r) y[r0 + r * stride] = out[r];
     return;
   } else {
-    static_assert(Block32Codes<K>::kHeader == 2, "one f16 d per group, a row's headers adjacent");
+    // q4_1 and q5_1: d and m per group (a row's headers adjacent); the
+    // others d alone. q5_0 and q5_1: a fifth bit from the bit plane.
+    constexpr bool kMin = K == CodeKind::kQ41 || K == CodeKind::kQ51;
+    constexpr bool kBit = K == CodeKind::kQ50 || K == CodeKind::kQ51;
+    constexpr int64_t kHeader = Block32Codes<K>::kHeader;
+    static_assert(kHeader == (kMin ? 4 : 2), "f16 d (and m) per group");
     const __m512i low = _mm512_set1_epi8(0x0F);
     const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlTableU8)));
-    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    // Each group's d (and m) into its block's four lanes: from halves 0-3,
+    // or from d, m interleaved (halves 0, 2, 4, 6 and 1, 3, 5, 7).
+    const __m512i spread = kMin ? _mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0)
+                                : _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m512i spread_m = _mm512_add_epi32(spread, _mm512_set1_epi32(1));
     __m512 facc[R];
     for (int r = 0; r < R; ++r) facc[r] = _mm512_setzero_ps();
     // One step; `left` < 4: the row's last groups, read under a mask (the
@@ -419,31 +433,50 @@ HWY_NOINLINE void Block32Decode512(const QuantWeights& w, const Decode512Acts& a
     auto step = [&](int64_t st, int left) HWY_ATTR {
       for (int r = 0; r < R; ++r) {
         hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + st * 64);
-        if (st % 8 == 0) hwy::Prefetch(rows.headers[r] + rows.b1 + st * 8);
+        if ((st * 4 * kHeader) % 64 < 4 * kHeader) hwy::Prefetch(rows.headers[r] + rows.b1 + st * 4 * kHeader);
+        if constexpr (kBit) {
+          if (st % 4 == 0) hwy::Prefetch(rows.row1[r] + kFarPrefetchBytes / 4 + st * 16);
+        }
       }
       const __m512i alo = _mm512_load_si512(a.panel + st * 128), ahi = _mm512_load_si512(a.panel + st * 128 + 64);
+      // q4_1, q5_1: the activations under each lane (for the mins); the
+      // others: the offset's share.
       const __m512i off = _mm512_load_si512(a.offsets + st * 16);
       const __m512 as = _mm512_load_ps(a.scales + st * 16);
       for (int r = 0; r < R; ++r) {
         const uint8_t* codes = rows.row0[r] + st * 64;
-        const uint8_t* heads = rows.headers[r] + st * 8;
+        const uint8_t* heads = rows.headers[r] + st * 4 * kHeader;
         __m512i b;
         __m128i h;
         if (left == 4) {
           b = _mm512_loadu_si512(codes);
-          h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(heads));
+          h = kMin ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(heads))
+                   : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(heads));
         } else {
           b = _mm512_maskz_loadu_epi8((uint64_t{1} << (16 * left)) - 1, codes);
-          h = _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << left) - 1), heads);
+          h = _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << (left * kHeader / 2)) - 1), heads);
         }
         __m512i lo = _mm512_and_si512(b, low), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low);
         if constexpr (K == CodeKind::kIq4nl) {
           lo = _mm512_shuffle_epi8(table, lo);
           hi = _mm512_shuffle_epi8(table, hi);
         }
-        const __m512i dot = DotAddUnsigned512(DotAddUnsigned512(off, lo, alo), hi, ahi);
-        const __m512 d = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(h)));
+        if constexpr (kBit) {
+          const uint8_t* bits = rows.row1[r] + st * 16;
+          const __m128i v = left == 4 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(bits))
+                                      : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << (4 * left)) - 1), bits);
+          const __m512i planes = _mm512_broadcast_i32x4(v);
+          lo = AddPlaneBit512(lo, planes, 0, 0x10);
+          hi = AddPlaneBit512(hi, planes, 1, 0x10);
+        }
+        const __m512i dot = DotAddUnsigned512(DotAddUnsigned512(kMin ? _mm512_setzero_si512() : off, lo, alo), hi, ahi);
+        const __m512 halves = _mm512_castps256_ps512(_mm256_cvtph_ps(h));
+        const __m512 d = _mm512_permutexvar_ps(spread, halves);
         facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, as), facc[r]);
+        if constexpr (kMin) {
+          const __m512 m = _mm512_permutexvar_ps(spread_m, halves);
+          facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(off), _mm512_mul_ps(m, as), facc[r]);
+        }
       }
     };
     for (int64_t st = 0; st < full; ++st) step(st, 4);

@@ -662,7 +662,7 @@ HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const in
 }
 
 #include "kernels/cpu/rows16_tile-inl.h"  // Rows16Prepare, Rows16Dot: q4_0 / q4_K / q6_K batches on AVX-512 VNNI
-#include "kernels/cpu/block32_decode_tile-inl.h"  // Block32Decode512: the block kinds' decode on AVX-512 VNNI (all but q8_0, q4_1, q5_0, q5_1)
+#include "kernels/cpu/block32_decode_tile-inl.h"  // Block32Decode512: the block kinds' decode on AVX-512 VNNI (all but q8_0)
 #include "kernels/cpu/block_acts-inl.h"  // GroupActs, StepOffsets, SubSums: the per-token tables
 
 // Tokens [t_begin, t_end) of a batch against rows [row_begin, row_end):
