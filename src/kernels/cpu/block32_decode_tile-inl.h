@@ -153,21 +153,21 @@ HWY_NOINLINE void Decode512Prepare(const int8_t* q, const float* scales, int64_t
 
 // q5_K's fifth bit of a step's weights, or q3_K's third (their bit plane:
 // weight w of a group in byte w / 8 at bit w % 8; a group's 4 bytes): the
-// step's 16 plane bytes in every 128-bit block, kQ5kBitByte picks the byte
+// step's 16 plane bytes in every 128-bit block, kPlaneBitByte picks the byte
 // under each code lane of block b (low nibbles' weights 0-15 from bytes 4b
 // and 4b + 1, high nibbles' 16-31 from 4b + 2 and 4b + 3); `value` (the
 // bit's weight: 16 or 4) is added where the lane's bit is set.
-struct Q5kBitBytes {
+struct PlaneBitBytes {
   uint8_t idx[2][64];
-  constexpr Q5kBitBytes() : idx{} {
+  constexpr PlaneBitBytes() : idx{} {
     for (int half = 0; half < 2; ++half) {
       for (int p = 0; p < 64; ++p) idx[half][p] = static_cast<uint8_t>(4 * (p / 16) + 2 * half + (p % 16) / 8);
     }
   }
 };
-alignas(64) constexpr Q5kBitBytes kQ5kBitByte{};
+alignas(64) constexpr PlaneBitBytes kPlaneBitByte{};
 HWY_INLINE __m512i AddPlaneBit512(__m512i codes, __m512i planes, int half, char value) {
-  const __m512i bytes = _mm512_shuffle_epi8(planes, _mm512_load_si512(kQ5kBitByte.idx[half]));
+  const __m512i bytes = _mm512_shuffle_epi8(planes, _mm512_load_si512(kPlaneBitByte.idx[half]));
   const __m512i bit = _mm512_set1_epi64(static_cast<int64_t>(0x8040201008040201ull));
   return _mm512_mask_add_epi8(codes, _mm512_test_epi8_mask(bytes, bit), codes, _mm512_set1_epi8(value));
 }
@@ -306,7 +306,7 @@ HWY_INLINE void SuperBlocksDecode512(const BlockRows<K, R>& rows, const Decode51
 // block's own count. q2_K: those two bits alone, no offset, unsigned
 // four-bit sub-scales (its mins in SuperBlocksDecode512).
 template <CodeKind K, int R>
-HWY_INLINE void Q6kDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a, int64_t superblocks, float* out) {
+HWY_INLINE void Sub16Decode512(const BlockRows<K, R>& rows, const Decode512Acts& a, int64_t superblocks, float* out) {
   static_assert(kQ6kHeaderBytes == 18 && kQ2kHeaderBytes == 20, "d, 16 sub-scales (q3_K's header too); q2_K's d, dmin, 16");
   static_assert(K == CodeKind::kQ6k || K == CodeKind::kQ3k || K == CodeKind::kQ2k, "the kinds of sixteen sub-scales");
   const __m512i low = _mm512_set1_epi8(0x0F), three = _mm512_set1_epi8(3);
@@ -403,7 +403,7 @@ HWY_NOINLINE void Block32Decode512(const QuantWeights& w, const Decode512Acts& a
                 K == CodeKind::kQ3k || K == CodeKind::kQ2k) {
     float out[R];
     if constexpr (K == CodeKind::kQ6k || K == CodeKind::kQ3k || K == CodeKind::kQ2k) {
-      Q6kDecode512<K, R>(rows, a, w.k / kSuperBlock, out);
+      Sub16Decode512<K, R>(rows, a, w.k / kSuperBlock, out);
     } else if constexpr (K == CodeKind::kIq4xs) {
       Iq4xsDecode512<R>(rows, a, w.k / kSuperBlock, out);
     } else {
