@@ -3,6 +3,7 @@
 // fraction of the memory roofline (bytes of weights and of the KV cache
 // read per token).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -161,9 +162,13 @@ Result<double> decode_together(const Model& model, int n, int n_ctx, int n_depth
 }
 
 // --pair: decode with the NPU against the CPU alone doing the same CPU
-// work (i8s from their high plane), in turn within each repetition - the
-// order alternating, the bandwidth probed beside each - so that the ratio
-// does not depend on how the machine's bandwidth drifts.
+// work (i8s from their high plane), token by token in turn - two contexts
+// fed the same prompt and tokens, the order alternating at each token - so
+// that the ratio does not depend on how the machine's bandwidth drifts:
+// both halves of a pair see the same few milliseconds of it. (Halves of a
+// whole tg run each, taken in turn, differed by 5 % pair to pair on a busy
+// machine, more than the overlay costs.) A token reads far more than the
+// caches hold, so one half does not warm the other's weights.
 int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, BandwidthProbe& probe,
                 std::vector<double>& bws, std::mt19937& rng, std::uniform_int_distribution<int32_t>& tok) {
   NpuCli& npu_cli = o.npu;
@@ -175,38 +180,44 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
   // tokens: a MoE routes them to the same experts, so the two read the same
   // weights and differ only in the NPU.
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt)), tokens(static_cast<size_t>(o.n_gen));
-  uint32_t depth_seed = 0;
-  auto decode = [&](bool with_npu) -> Result<double> {
-    Context ctx(model, n_ctx);
-    ORK_RETURN_IF_ERROR(ctx.set_kv_types(cache_types()));
-    if (with_npu) {
-      npu_cli.attach(ctx);
-    } else {
-      ctx.set_i8s_high_only(true);
-    }
-    std::mt19937 depth_rng(depth_seed);
-    ORK_RETURN_IF_ERROR(fill_depth(ctx, o.n_depth, depth_rng, tok));
+  // One repetition: {CPU alone, with the NPU} in tokens a second.
+  auto decode_pair = [&](uint32_t depth_seed, int first) -> Result<std::array<double, 2>> {
+    std::array<std::unique_ptr<Context>, 2> ctx;
     std::vector<float> logits;
-    if (!prompt.empty()) ORK_RETURN_IF_ERROR(ctx.eval(prompt, logits));
-    ctx.reset_dispatch_stats();
-    const double t0 = now_s();
-    for (const int32_t t : tokens) ORK_RETURN_IF_ERROR(ctx.eval(std::span<const int32_t>(&t, 1), logits));
-    const double tg = o.n_gen / (now_s() - t0);
-    if (with_npu) decode_stats.add(ctx.dispatch_stats());
-    ctx.set_npu(nullptr);
-    return tg;
+    for (int half = 0; half < 2; ++half) {
+      ctx[static_cast<size_t>(half)] = std::make_unique<Context>(model, n_ctx);
+      Context& c = *ctx[static_cast<size_t>(half)];
+      ORK_RETURN_IF_ERROR(c.set_kv_types(cache_types()));
+      if (half == 1) {
+        npu_cli.attach(c);
+      } else {
+        c.set_i8s_high_only(true);
+      }
+      std::mt19937 depth_rng(depth_seed);
+      ORK_RETURN_IF_ERROR(fill_depth(c, o.n_depth, depth_rng, tok));
+      if (!prompt.empty()) ORK_RETURN_IF_ERROR(c.eval(prompt, logits));
+      c.reset_dispatch_stats();
+    }
+    std::array<double, 2> seconds{0, 0};
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      for (int j = 0; j < 2; ++j) {
+        const auto half = static_cast<size_t>((first + static_cast<int>(i) + j) % 2);
+        const double t0 = now_s();
+        ORK_RETURN_IF_ERROR(ctx[half]->eval(std::span<const int32_t>(&tokens[i], 1), logits));
+        seconds[half] += now_s() - t0;
+      }
+    }
+    decode_stats.add(ctx[1]->dispatch_stats());
+    ctx[1]->set_npu(nullptr);
+    return std::array<double, 2>{o.n_gen / seconds[0], o.n_gen / seconds[1]};
   };
   for (int r = 0; r < o.reps; ++r) {
-    depth_seed = static_cast<uint32_t>(rng());
+    const auto depth_seed = static_cast<uint32_t>(rng());
     for (auto& t : prompt) t = tok(rng);
     for (auto& t : tokens) t = tok(rng);
-    double cpu = 0, npu = 0;
-    for (int half = 0; half < 2; ++half) {
-      const bool with_npu = (half == 0) == (r % 2 == 1);
-      auto tg = decode(with_npu);
-      if (!tg.is_ok()) return fail(tg.status().to_string());
-      (with_npu ? npu : cpu) = *tg;
-    }
+    auto tg = decode_pair(depth_seed, r % 2);
+    if (!tg.is_ok()) return fail(tg.status().to_string());
+    const double cpu = (*tg)[0], npu = (*tg)[1];
     cpu_tg.push_back(cpu);
     npu_tg.push_back(npu);
     ratios.push_back(npu / cpu);
@@ -492,8 +503,8 @@ Runner add_bench(CLI::App& app) {
   app.add_flag("--i8s-high-only", o->i8s_high_only,
                "Decode reading i8s tensors' high plane alone (int4): the CPU's share of the NPU overlay");
   app.add_flag("--pair", o->pair,
-               "With --npu: each repetition decodes with the NPU and with the CPU alone (i8s high plane), in turn, "
-               "and reports the ratio");
+               "With --npu: each repetition decodes the same tokens with the NPU and with the CPU alone (i8s high "
+               "plane), token by token in turn, and reports the ratio");
   app.add_flag("--probe", o->probe_only,
                "Measure the read bandwidth alone (best of 5 reads of 1 GiB, -t threads) and exit: the limit the "
                "ratios divide by, for a script that runs another engine between ork's runs");
