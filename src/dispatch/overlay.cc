@@ -12,6 +12,7 @@ void Overlay::configure(Engine* npu, const DispatchOptions& o, const PerfModel* 
   model_ = model;
   cpu_gbps_ = cpu_gbps > 0 ? cpu_gbps : 20.0;
   jobs_.clear();
+  predicted_.clear();
   cpu_now_us_ = npu_free_us_ = cpu_elapsed_us_ = 0;
   serial_ = 0;
 }
@@ -38,10 +39,20 @@ double Overlay::cpu_us(const WeightView& w, bool i8s_high_only) const {
   return bytes / (cpu_gbps_ * 1e3);
 }
 
+double Overlay::device_us(const WeightView& w) const {
+  const MatmulOp op = MatmulOp::of(w, 1);
+  for (const Predicted& p : predicted_) {
+    if (p.op == op) return p.us;
+  }
+  const double us = npu_->predict_us(op);
+  predicted_.push_back({op, us});
+  return us;
+}
+
 bool Overlay::worth(const WeightView& w, double cpu_us_before) const {
   if (options_.clock == OverlayClock::kForced) return true;
   const double start = std::max(cpu_now_us_ + cpu_elapsed_us_, npu_free_us_);
-  const double device = npu_->predict_us(MatmulOp::of(w, 1));
+  const double device = device_us(w);
   return device >= 0 && start + device <= cpu_now_us_ + cpu_us_before;
 }
 
@@ -97,7 +108,7 @@ Result<int> Overlay::open(const WeightView& w, const float* x, float* cpu_y, dou
   Job& j = jobs_.emplace_back();
   j.fence = std::move(fence);
   const double start = std::max(cpu_now_us_ + cpu_elapsed_us_, npu_free_us_);
-  const double device = npu_->predict_us(job.op);
+  const double device = device_us(w);
   j.npu_done_us = start + std::max(0.0, device);
   npu_free_us_ = j.npu_done_us;
   j.needed_us = cpu_now_us_ + cpu_us_before;

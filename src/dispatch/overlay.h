@@ -86,6 +86,15 @@ class Overlay {
   void take(const std::vector<float>& rows, float* dst);
   bool opening_deferred_ = false;
   bool hit(Job& j, uint64_t serial) const;
+  // The NPU's predicted time for w at M = 1, kept per shape here: a token
+  // asks for one at every candidate, and the engine's own cache is behind
+  // its lock. A few shapes per model, so a short list.
+  double device_us(const WeightView& w) const;
+  struct Predicted {
+    MatmulOp op;
+    double us;
+  };
+  mutable std::vector<Predicted> predicted_;
 
   Engine* npu_ = nullptr;
   DispatchOptions options_;

@@ -178,6 +178,7 @@ double NpuEngine::predict_us(const MatmulOp& op) const {
 }
 
 int NpuEngine::in_flight() const {
+  if (dev_->idle()) return 0;
   std::lock_guard lock(mu_);
   int n = 0;
   for (const Slot& s : slots_) n += s.job && !dev_->done(*s.job);

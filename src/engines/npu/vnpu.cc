@@ -444,17 +444,22 @@ std::shared_ptr<JobState> Vnpu::submit(const DeviceJob& job, std::shared_ptr<Job
     // device's own clock: queued behind the last, mapped on first use,
     // done at its modeled time.
     js->remaining = 0;
-    js->status.assign(static_cast<size_t>(sessions()), Status::ok());
-    js->observed.assign(static_cast<size_t>(sessions()), job.fail_session >= 0
-                                                             ? error(StatusCode::kInternal, "vnpu session {}: injected failure", job.fail_session)
-                                                             : Status::ok());
+    const auto n = static_cast<size_t>(sessions());
+    js->status.resize(n);
+    js->observed.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      js->status[i] = Status::ok();
+      js->observed[i] = job.fail_session >= 0 ? error(StatusCode::kInternal, "vnpu session {}: injected failure", job.fail_session)
+                                              : Status::ok();
+    }
     const KernelParams& p = *job.p;
     const uint64_t new_maps = timing_mapped_.insert(job.w0).second ? 1 : 0;
     const double device = modeled_us(p, partition(p, 0).count, new_maps, dma_bytes(p, partition(p, 0).count));
     js->submit_us = clock_us();
     timing_free_us_ = std::max(timing_free_us_, js->submit_us) + device;
     js->deadline_us = timing_free_us_;
-    js->modeled_us.assign(static_cast<size_t>(sessions()), device);
+    last_deadline_us_.store(timing_free_us_, std::memory_order_relaxed);
+    js->modeled_us.assign(n, device);
     std::lock_guard t(totals_mu_);
     ++totals_.jobs;
     totals_.modeled_us += device;
@@ -465,6 +470,7 @@ std::shared_ptr<JobState> Vnpu::submit(const DeviceJob& job, std::shared_ptr<Job
   js->observed.assign(static_cast<size_t>(sessions()), Status::ok());
   js->modeled_us.assign(static_cast<size_t>(sessions()), 0.0);
   js->submit_us = clock_us();
+  running_.fetch_add(1, std::memory_order_relaxed);
   if (o_.check_lines) lines_.reset();
   {
     NpuTraceScope t(o_.trace, TraceKind::kSubmit, -1, static_cast<int64_t>(js->job.id));
@@ -477,14 +483,20 @@ void Vnpu::finished(JobState& js, int idx, Status s, double modeled) {
   js.observed[static_cast<size_t>(idx)] = std::move(s);
   js.modeled_us[static_cast<size_t>(idx)] = modeled;
   std::lock_guard lock(js.mu);
-  if (--js.remaining == 0) {
+  // The last session sets the job's end before it counts itself out: a
+  // waiter that sees nothing remaining (without the lock) sees the end too.
+  if (js.remaining.load() == 1) {
     const double device = *std::max_element(js.modeled_us.begin(), js.modeled_us.end());
     js.deadline_us = js.submit_us + device;
-    {
-      std::lock_guard t(totals_mu_);
-      ++totals_.jobs;
-      totals_.modeled_us += device;
+    std::lock_guard t(totals_mu_);
+    ++totals_.jobs;
+    totals_.modeled_us += device;
+    if (js.deadline_us > last_deadline_us_.load(std::memory_order_relaxed)) {
+      last_deadline_us_.store(js.deadline_us, std::memory_order_relaxed);
     }
+  }
+  if (--js.remaining == 0) {
+    running_.fetch_sub(1, std::memory_order_release);
     js.cv.notify_all();
   }
 }
@@ -498,8 +510,13 @@ bool Vnpu::done(const JobState& js) const {
   return !(o_.paced || !o_.compute) || clock_us() >= js.deadline_us;
 }
 
+bool Vnpu::idle() const {
+  if (running_.load(std::memory_order_acquire) != 0) return false;
+  return !(o_.paced || !o_.compute) || clock_us() >= last_deadline_us_.load(std::memory_order_relaxed);
+}
+
 Status Vnpu::wait(JobState& js) {
-  {
+  if (js.remaining.load() != 0) {
     std::unique_lock lock(js.mu);
     js.cv.wait(lock, [&] { return js.remaining.load() == 0; });
   }

@@ -319,6 +319,11 @@ class Vnpu {
   // Blocks until the job is done (and, paced, its modeled time has passed).
   Status wait(JobState& job);
   bool done(const JobState& job) const;
+  // Nothing submitted is still running, nor (paced or timing only) before
+  // its modeled end: one atomic and at most one clock read, where asking
+  // each job would touch its state - cold by then, after a matmul's worth
+  // of weights has streamed through the caches.
+  bool idle() const;
 
   // The range of flattened output rows session `idx` computes.
   struct Range {
@@ -365,6 +370,10 @@ class Vnpu {
   // Timing only: when the device is next free, and the weights it has mapped.
   double timing_free_us_ = 0;
   std::unordered_set<const void*> timing_mapped_;
+  // For idle(): jobs not yet finished by every session, and the latest
+  // modeled end of any job (paced and timing only).
+  std::atomic<int> running_{0};
+  std::atomic<double> last_deadline_us_{0};
 };
 
 }  // namespace ork::npu
