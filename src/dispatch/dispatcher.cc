@@ -98,7 +98,9 @@ Status Dispatcher::matmul(const WeightView& w, const float* x, int n, float* y) 
     int idx = -1;
     FencePtr f;
     if (overlay_candidate(w, n)) {
-      if (overlay_.npu_free(1) && overlay_.worth(w, cpu_us)) {
+      if (!overlay_.affordable()) {
+        ++stats_.overlay_over_budget;
+      } else if (overlay_.npu_free(1) && overlay_.worth(w, cpu_us)) {
         // Opened once the CPU has quantized the input, on the same codes.
         Status opened;
         const MatmulJob one[1] = {job};
@@ -210,13 +212,17 @@ Status Dispatcher::matmul_shared(std::span<const Output> outs, const float* x, i
   std::vector<char>& open_it = overlay_open_;
   open_it.assign(outs.size(), 0);
   bool opening = false;
+  int opened = 0;  // decided here, opened as the loop runs: their cost is not measured yet
   for (size_t i = 0; i < outs.size(); ++i) {
     cpu_us += overlay_.enabled() ? overlay_.cpu_us(*outs[i].w, jobs[i].i8s_high_only) : 0.0;
     cpu_us_by[i] = cpu_us;
     if (candidates > 0 && overlay_candidate(*outs[i].w, n)) {
-      if (overlay_.worth(*outs[i].w, cpu_us)) {
+      if (!overlay_.affordable(opened)) {
+        ++stats_.overlay_over_budget;
+      } else if (overlay_.worth(*outs[i].w, cpu_us)) {
         open_it[i] = 1;
         opening = true;
+        ++opened;
       } else {
         ++stats_.overlay_skipped;
       }
@@ -327,6 +333,10 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
   auto open_if_worth = [&](const WeightView& w, const float* in, float* y, int* idx,
                            const QuantizedToken* xq = nullptr) -> Status {
     if (!overlay_candidate(w, 1)) return Status::ok();
+    if (!overlay_.affordable()) {
+      ++stats_.overlay_over_budget;
+      return Status::ok();
+    }
     if (!overlay_.worth(w, cpu_us)) {
       ++stats_.overlay_skipped;
       return Status::ok();

@@ -3,8 +3,27 @@
 #include "dispatch/perf_model.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace ork {
+
+class Overlay::Charge {
+ public:
+  explicit Charge(Overlay* o) : o_(o->budgeted() ? o : nullptr) {
+    if (o_ != nullptr) t0_ = std::chrono::steady_clock::now();
+  }
+  ~Charge() {
+    if (o_ == nullptr) return;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count();
+    o_->spent_ns_.fetch_add(ns, std::memory_order_relaxed);
+  }
+  Charge(const Charge&) = delete;
+  Charge& operator=(const Charge&) = delete;
+
+ private:
+  Overlay* o_;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 void Overlay::configure(Engine* npu, const DispatchOptions& o, const PerfModel* model, double cpu_gbps) {
   npu_ = npu;
@@ -15,6 +34,11 @@ void Overlay::configure(Engine* npu, const DispatchOptions& o, const PerfModel* 
   predicted_.clear();
   cpu_now_us_ = npu_free_us_ = cpu_elapsed_us_ = 0;
   serial_ = 0;
+  credit_us_ = kCreditUs;
+  job_cost_us_ = 0;
+  spent_ns_ = 0;
+  call_jobs_ = 0;
+  last_finish_ = std::chrono::steady_clock::now();
 }
 
 bool Overlay::npu_free(int jobs) const {
@@ -56,15 +80,43 @@ bool Overlay::worth(const WeightView& w, double cpu_us_before) const {
   return device >= 0 && start + device <= cpu_now_us_ + cpu_us_before;
 }
 
+double Overlay::since_finish_us() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - last_finish_).count();
+}
+
+bool Overlay::affordable(int planned) const {
+  if (!budgeted()) return true;
+  const double spent_us = static_cast<double>(spent_ns_.load(std::memory_order_relaxed)) / 1e3;
+  return credit_us_ + options_.overlay_budget * since_finish_us() - spent_us >= (planned + 1) * job_cost_us_;
+}
+
 bool Overlay::measuring() const { return options_.clock != OverlayClock::kWall; }
+
+Result<int> Overlay::open(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before,
+                          const QuantizedToken* xq) {
+  const Charge charge(this);
+  return open_job(w, x, cpu_y, cpu_us_before, xq);
+}
 
 Result<int> Overlay::open_deferred(const WeightView& w, const float* x, double cpu_us_before,
                                    const QuantizedToken* xq) {
+  const Charge charge(this);
+  return open_deferred_job(w, x, cpu_us_before, xq);
+}
+
+Status Overlay::resolve(int i) {
+  if (i < 0) return Status::ok();
+  const Charge charge(this);
+  return resolve_job(i);
+}
+
+Result<int> Overlay::open_deferred_job(const WeightView& w, const float* x, double cpu_us_before,
+                                       const QuantizedToken* xq) {
   const size_t i = jobs_.size();
   if (buffers_.size() <= i) buffers_.resize(i + 1);
   buffers_[i].resize(static_cast<size_t>(w.rows));
   opening_deferred_ = true;
-  Result<int> opened = open(w, x, buffers_[i].data(), cpu_us_before, xq);
+  Result<int> opened = open_job(w, x, buffers_[i].data(), cpu_us_before, xq);
   opening_deferred_ = false;
   ORK_ASSIGN_OR_RETURN(const int idx, std::move(opened));
   jobs_[static_cast<size_t>(idx)].buffer = &buffers_[i];
@@ -73,7 +125,8 @@ Result<int> Overlay::open_deferred(const WeightView& w, const float* x, double c
 
 Status Overlay::resolve_into(int i, float* cpu_y) {
   if (i < 0) return Status::ok();
-  ORK_RETURN_IF_ERROR(resolve(i));
+  const Charge charge(this);
+  ORK_RETURN_IF_ERROR(resolve_job(i));
   const Job& j = jobs_[static_cast<size_t>(i)];
   if (j.took) take(*j.buffer, cpu_y);
   return Status::ok();
@@ -87,13 +140,13 @@ void Overlay::take(const std::vector<float>& rows, float* dst) {
   std::copy(rows.begin(), rows.end(), dst);
 }
 
-Result<int> Overlay::open(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before,
-                          const QuantizedToken* xq) {
+Result<int> Overlay::open_job(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before,
+                              const QuantizedToken* xq) {
   // The measurement clocks drain every job, hit or miss: the device writes
   // to the overlay's own rows, copied over the CPU's only on a hit. So does
   // a device that only keeps time, whose rows are never taken.
   if ((measuring() || !npu_->results_valid()) && !opening_deferred_) {
-    ORK_ASSIGN_OR_RETURN(const int idx, open_deferred(w, x, cpu_us_before, xq));
+    ORK_ASSIGN_OR_RETURN(const int idx, open_deferred_job(w, x, cpu_us_before, xq));
     jobs_[static_cast<size_t>(idx)].cpu_y = cpu_y;
     return idx;
   }
@@ -113,6 +166,7 @@ Result<int> Overlay::open(const WeightView& w, const float* x, float* cpu_y, dou
   npu_free_us_ = j.npu_done_us;
   j.needed_us = cpu_now_us_ + cpu_us_before;
   j.serial = ++serial_;
+  ++call_jobs_;
   return static_cast<int>(jobs_.size()) - 1;
 }
 
@@ -132,8 +186,7 @@ bool Overlay::hit(Job& j, uint64_t serial) const {
   return false;
 }
 
-Status Overlay::resolve(int i) {
-  if (i < 0) return Status::ok();
+Status Overlay::resolve_job(int i) {
   Job& j = jobs_[static_cast<size_t>(i)];
   if (j.resolved) return Status::ok();
   j.resolved = true;
@@ -167,6 +220,19 @@ void Overlay::finish(double cpu_us) {
   jobs_.clear();
   cpu_now_us_ += cpu_us;
   cpu_elapsed_us_ = 0;
+  if (budgeted()) {
+    // The time decode took since the last call ended earns its share; the
+    // overlay's host time in it is spent. A job's cost is learned from the
+    // calls that opened any.
+    const double spent_us = static_cast<double>(spent_ns_.exchange(0, std::memory_order_relaxed)) / 1e3;
+    if (call_jobs_ > 0) {
+      const double per_job = spent_us / call_jobs_;
+      job_cost_us_ = job_cost_us_ > 0 ? 0.9 * job_cost_us_ + 0.1 * per_job : per_job;
+    }
+    credit_us_ = std::min(credit_us_ + options_.overlay_budget * since_finish_us() - spent_us, kCreditUs);
+    last_finish_ = std::chrono::steady_clock::now();
+  }
+  call_jobs_ = 0;
 }
 
 void Overlay::add_counts(DispatchStats& s) {

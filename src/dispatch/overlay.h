@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -67,6 +68,13 @@ class Overlay {
   // consumer needs it `cpu_us_before` from now: a job that would miss only
   // keeps the device busy, so it is not started (the forced clock starts all).
   bool worth(const WeightView& w, double cpu_us_before) const;
+  // Whether the host time of one more job fits the budget (wall clock; see
+  // DispatchOptions::overlay_budget): the budget's share of the time decode
+  // has taken (measured: the performance model knows the matmuls, not the
+  // rest of a token), less the time the overlay's own calls took, must
+  // cover a job's measured cost - `planned` more jobs' too, decided on but
+  // not opened yet.
+  bool affordable(int planned = 0) const;
 
  private:
   struct Job {
@@ -80,6 +88,13 @@ class Overlay {
     float* cpu_y = nullptr;   // measurement clocks: where a hit's rows go
   };
   bool measuring() const;
+  bool budgeted() const { return enabled() && options_.clock == OverlayClock::kWall && options_.overlay_budget < 1.0; }
+  double since_finish_us() const;
+  // Times a public call's host work into spent_ns_ (budgeted only).
+  class Charge;
+  Result<int> open_job(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before, const QuantizedToken* xq);
+  Result<int> open_deferred_job(const WeightView& w, const float* x, double cpu_us_before, const QuantizedToken* xq);
+  Status resolve_job(int i);
   // A hit's rows to where they go - or, from a device that only keeps time
   // (results_valid() false), to a sink: the same bytes moved, the CPU's rows
   // left as they are, so a timed run computes what a CPU-only run does.
@@ -106,6 +121,16 @@ class Overlay {
   // The virtual clock: the CPU's modeled time, and when the NPU is next free.
   double cpu_now_us_ = 0, npu_free_us_ = 0, cpu_elapsed_us_ = 0;
   uint64_t serial_ = 0;  // overlay jobs opened so far (the forced clock's hash input)
+  // The host budget, a token bucket: credit carried from call to call (at
+  // most kCreditUs, the bucket's depth, which it starts with: a burst of a
+  // few jobs, never a long stretch's savings), the host time the current
+  // call's jobs have taken (any thread), the jobs it opened, and a job's
+  // measured cost (a running mean).
+  static constexpr double kCreditUs = 100;
+  double credit_us_ = kCreditUs, job_cost_us_ = 0;
+  std::atomic<int64_t> spent_ns_{0};
+  int call_jobs_ = 0;
+  std::chrono::steady_clock::time_point last_finish_ = std::chrono::steady_clock::now();
   std::atomic<uint64_t> hits_{0}, misses_{0};
 };
 

@@ -45,6 +45,11 @@ struct DispatchOptions {
   OverlayClock clock = OverlayClock::kWall;
   double hit_rate = 1.0;           // kForced: the share of overlay jobs that hit
   int max_in_flight = 8;           // overlay jobs the NPU may hold at once
+  // The share of decode's CPU time that the overlay's host work (opening
+  // jobs, taking results: on the critical path) may take, as measured while
+  // it runs; wall clock only (the measurement clocks open what the device
+  // model allows, so their hit rates stay reproducible). >= 1: no limit.
+  double overlay_budget = 0.01;
   const PerfModel* model = nullptr;  // null: the built-in default (perf_model.h)
   double device_cpu_gbps = 0;      // the device's own CPU read rate, for the virtual clock (profile cpu_gbps)
   // For tests and measurements: every prefill matmul the NPU can read goes
@@ -61,6 +66,7 @@ struct DispatchStats {
   uint64_t overlay_hits = 0;    // the NPU's int8 result was used
   uint64_t overlay_misses = 0;  // it was not ready: the CPU's int4 result was
   uint64_t overlay_skipped = 0; // i8s at M = 1 but the NPU was busy or predicted late: CPU alone
+  uint64_t overlay_over_budget = 0;  // i8s at M = 1, not opened: the overlay's host time was spent
   uint64_t npu_rows = 0, cpu_rows = 0;  // output rows of the split matmuls, by engine
   double modeled_cpu_us = 0;    // prefill: what CPU-only would have cost (model)
   double modeled_npu_us = 0;    //          what NPU-only would have (model; CPU for what it cannot read)

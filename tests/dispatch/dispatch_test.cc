@@ -347,6 +347,62 @@ TEST(DispatchOverlay, AJobPredictedLateIsNotStarted) {
   }
 }
 
+// The overlay's host work is on decode's critical path: at the wall clock
+// it may take only its budget's share of decode's time (plus the bucket's
+// 100 us and the one job that overdraws it). A device whose submission
+// costs the host 50 us gets almost no jobs at a budget of 1 %, every job
+// at a budget of 1, and the jobs it was not given are counted.
+TEST(DispatchOverlay, TheOverlaysHostTimeStaysWithinItsBudget) {
+  class Costly final : public Engine {
+   public:
+    class Done final : public Fence {
+     public:
+      bool done() const override { return true; }
+      Status wait() override { return Status::ok(); }
+    };
+    std::string name() const override { return "costly"; }
+    Support supports(const MatmulOp&) const override { return Support::yes(); }
+    Status prepare(const MatmulOp&) override { return Status::ok(); }
+    Result<FencePtr> submit(const MatmulJob&) override {
+      ++submitted;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(int{kHostUs});
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      return FencePtr(std::make_shared<Done>());
+    }
+    double predict_us(const MatmulOp&) const override { return 0.0; }
+    enum { kHostUs = 50 };
+    int submitted = 0;
+  };
+  const Weight w = make_weight(Tier::kI8s, 256, 256, 41);
+  const std::vector<float> x = make_acts(1, 256, 42);
+  constexpr int kCalls = 400;
+  for (const double budget : {0.01, 1.0}) {
+    Costly costly;
+    DispatchOptions o;
+    o.overlay_budget = budget;
+    Dispatcher d;
+    d.set_npu(&costly, o);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) {
+      std::vector<float> y(256);
+      ASSERT_TRUE(d.matmul(w.view, x.data(), 1, y.data()).is_ok());
+    }
+    const double elapsed_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    const DispatchStats& s = d.stats();
+    EXPECT_EQ(static_cast<uint64_t>(costly.submitted) + s.overlay_over_budget, static_cast<uint64_t>(kCalls));
+    if (budget >= 1.0) {
+      EXPECT_EQ(costly.submitted, kCalls);
+      EXPECT_EQ(s.overlay_over_budget, 0u);
+    } else {
+      EXPECT_GE(costly.submitted, 1);
+      EXPECT_LE(costly.submitted * Costly::kHostUs, budget * elapsed_us + 100.0 + 2 * Costly::kHostUs)
+          << costly.submitted << " jobs in " << elapsed_us << " us";
+      EXPECT_GT(s.overlay_over_budget, 0u);
+    }
+  }
+}
+
 TEST(DispatchErrors, ADeviceErrorIsAnErrorNeverASilentFallback) {
   const Weight w = make_weight(Tier::kI8, 96, 64, 21);
   const std::vector<float> x = make_acts(8, 64, 22);

@@ -28,6 +28,12 @@ void NpuCli::add_options(CLI::App& app) {
                  "profile's modeled NPU time against its modeled CPU time: deterministic)")
       ->capture_default_str()
       ->check(CLI::IsMember({"wall", "virtual"}));
+  app.add_option("--overlay-budget", overlay_budget,
+                 "The share of decode's time the overlay's host work (opening NPU jobs, taking their results, on "
+                 "the critical path) may take, measured as it runs; jobs past it are not opened (wall clock only; "
+                 "1: no limit)")
+      ->capture_default_str()
+      ->check(number_in(0, 1));
   app.add_option("--overlay-hit-rate", hit_rate,
                  "Use the NPU's result for this share of overlay jobs (seeded, deterministic): KLD against hit rate")
       ->check(number_in(0, 1));
@@ -76,6 +82,7 @@ Status NpuCli::start() {
   if (prefill == "split") options_.force_prefill = Route::kSplit;
   options_.clock = hit_rate >= 0 ? OverlayClock::kForced : clock == "virtual" ? OverlayClock::kVirtual : OverlayClock::kWall;
   options_.hit_rate = hit_rate >= 0 ? hit_rate : 1.0;
+  options_.overlay_budget = overlay_budget;
   options_.model = model_.get();
   options_.device_cpu_gbps = o.profile.cpu_gbps;
   return Status::ok();
@@ -139,10 +146,11 @@ void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchS
                  c.npu_us, c.routed_us);
   }
   std::fprintf(out, "dispatch decode  %s; overlay %llu hits, %llu misses (hit rate %.1f %%, %s clock), %llu skipped "
-                    "(NPU busy, or predicted late)\n",
+                    "(NPU busy, or predicted late), %llu over the host budget (%g of decode)\n",
                routes(decode.decode).c_str(), static_cast<unsigned long long>(decode.overlay_hits),
                static_cast<unsigned long long>(decode.overlay_misses), 100.0 * decode.hit_rate(), clock_name(options_),
-               static_cast<unsigned long long>(decode.overlay_skipped));
+               static_cast<unsigned long long>(decode.overlay_skipped),
+               static_cast<unsigned long long>(decode.overlay_over_budget), options_.overlay_budget);
   std::fprintf(out, "npu time         modeled device %.2f ms (from the profile, not measured); host wall %.2f ms (measured, vnpu on this CPU)\n",
                s.modeled_device_us / 1e3, s.host_wall_us / 1e3);
   std::fprintf(out, "npu window       %llu maps, %llu evictions\n", static_cast<unsigned long long>(s.maps),
@@ -169,12 +177,13 @@ std::string NpuCli::json(const DispatchStats& decode, const DispatchStats& prefi
   if (!engine_) return {};
   const npu::NpuEngine::Stats s = counted();
   return fmt::format(", \"npu\": {{\"device\": \"{}\", \"jobs\": {}, \"prefill\": {}, \"refused\": {}, \"decode\": {}, "
-                     "\"overlay\": {{\"hits\": {}, \"misses\": {}, \"skipped\": {}, \"hit_rate\": {:.4f}, \"clock\": \"{}\"}}, "
+                     "\"overlay\": {{\"hits\": {}, \"misses\": {}, \"skipped\": {}, \"over_budget\": {}, \"budget\": {}, \"hit_rate\": {:.4f}, \"clock\": \"{}\"}}, "
                      "\"modeled_prefill_ms\": {{\"routed\": {:.3f}, \"cpu_only\": {:.3f}, \"npu_only\": {:.3f}}}, "
                      "\"modeled_device_ms\": {:.3f}, \"modeled\": true, \"host_wall_ms\": {:.3f}, \"maps\": {}, \"evictions\": {}}}"
                      ", \"perf_model\": {}",
                      engine_->name(), s.jobs, routes_json(prefill_stats.prefill), prefill_stats.npu_refused, routes_json(decode.decode),
-                     decode.overlay_hits, decode.overlay_misses, decode.overlay_skipped, decode.hit_rate(),
+                     decode.overlay_hits, decode.overlay_misses, decode.overlay_skipped, decode.overlay_over_budget,
+                     options_.overlay_budget, decode.hit_rate(),
                      clock_name(options_), prefill_stats.modeled_routed_us / 1e3, prefill_stats.modeled_cpu_us / 1e3,
                      prefill_stats.modeled_npu_us / 1e3, s.modeled_device_us / 1e3, s.host_wall_us / 1e3, s.maps, s.evictions,
                      model_->json());

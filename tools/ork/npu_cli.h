@@ -23,6 +23,7 @@ struct NpuCli {
   std::string prefill = "model";
   std::string clock = "wall";
   double hit_rate = -1;
+  double overlay_budget = DispatchOptions().overlay_budget;
 
   void add_options(CLI::App& app);
   // Builds the engine and the model if --npu was given; an error names the
