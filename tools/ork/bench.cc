@@ -180,6 +180,10 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
   // tokens: a MoE routes them to the same experts, so the two read the same
   // weights and differ only in the NPU.
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt)), tokens(static_cast<size_t>(o.n_gen));
+  // Where the device's rows are never taken (vnpu's timing), both halves
+  // compute the same thing, so their logits must agree bit for bit: counted,
+  // so that a pair that measures two different computations says so.
+  int64_t same_logits = 0;
   // One repetition: {CPU alone, with the NPU} in tokens a second.
   auto decode_pair = [&](uint32_t depth_seed, int first) -> Result<std::array<double, 2>> {
     std::array<std::unique_ptr<Context>, 2> ctx;
@@ -188,24 +192,30 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
       ctx[static_cast<size_t>(half)] = std::make_unique<Context>(model, n_ctx);
       Context& c = *ctx[static_cast<size_t>(half)];
       ORK_RETURN_IF_ERROR(c.set_kv_types(cache_types()));
+      // The depth and the prompt on the CPU in both: a device that only
+      // keeps time leaves its rows unwritten, so a prompt prefilled there
+      // would give its half other hidden states - a MoE would route its
+      // tokens to other experts and read other weights than its partner.
+      std::mt19937 depth_rng(depth_seed);
+      ORK_RETURN_IF_ERROR(fill_depth(c, o.n_depth, depth_rng, tok));
+      if (!prompt.empty()) ORK_RETURN_IF_ERROR(c.eval(prompt, logits));
       if (half == 1) {
         npu_cli.attach(c);
       } else {
         c.set_i8s_high_only(true);
       }
-      std::mt19937 depth_rng(depth_seed);
-      ORK_RETURN_IF_ERROR(fill_depth(c, o.n_depth, depth_rng, tok));
-      if (!prompt.empty()) ORK_RETURN_IF_ERROR(c.eval(prompt, logits));
       c.reset_dispatch_stats();
     }
     std::array<double, 2> seconds{0, 0};
+    std::array<std::vector<float>, 2> out;
     for (size_t i = 0; i < tokens.size(); ++i) {
       for (int j = 0; j < 2; ++j) {
         const auto half = static_cast<size_t>((first + static_cast<int>(i) + j) % 2);
         const double t0 = now_s();
-        ORK_RETURN_IF_ERROR(ctx[half]->eval(std::span<const int32_t>(&tokens[i], 1), logits));
+        ORK_RETURN_IF_ERROR(ctx[half]->eval(std::span<const int32_t>(&tokens[i], 1), out[half]));
         seconds[half] += now_s() - t0;
       }
+      same_logits += out[0] == out[1];
     }
     decode_stats.add(ctx[1]->dispatch_stats());
     ctx[1]->set_npu(nullptr);
@@ -229,14 +239,19 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
   if (o.json) {
     std::printf("{\"model\": \"%s\", \"pairs\": %d, \"tg\": %d, \"cpu_tok_s\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, "
                 "\"npu_tok_s\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, \"ratio\": {\"median\": %.4f, \"min\": %.4f, "
-                "\"max\": %.4f}, \"read_gbps\": %.2f%s}\n",
+                "\"max\": %.4f}, \"same_logits\": %lld, \"read_gbps\": %.2f%s}\n",
                 model.path().c_str(), o.reps, o.n_gen, c.median, c.min, c.max, n.median, n.min, n.max, q.median, q.min, q.max,
-                b.median, npu_cli.json(decode_stats, DispatchStats()).c_str());
+                static_cast<long long>(same_logits), b.median, npu_cli.json(decode_stats, DispatchStats()).c_str());
   } else {
     std::printf("decode pairs     %d x tg%d: CPU alone (i8s high plane) %.2f tok/s, with %s %.2f tok/s\n", o.reps,
                 o.n_gen, c.median, npu_cli.engine()->name().c_str(), n.median);
     std::printf("decode ratio     %.4f (median of the pairs; min %.4f, max %.4f); read bandwidth %.2f GB/s (%.2f-%.2f)\n",
                 q.median, q.min, q.max, b.median, b.min, b.max);
+    std::printf("decode halves    the same logits on %lld of %lld tokens%s\n", static_cast<long long>(same_logits),
+                static_cast<long long>(o.reps) * o.n_gen,
+                npu_cli.engine()->results_valid() ? " (the NPU's results are taken: they may differ)"
+                : same_logits == static_cast<int64_t>(o.reps) * o.n_gen ? ""
+                                                                          : " - NOT the same computation: the ratio is not the overlay's");
     npu_cli.report(stdout, decode_stats, DispatchStats(), &model.config());
   }
   if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
