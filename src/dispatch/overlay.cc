@@ -223,12 +223,11 @@ void Overlay::finish(double cpu_us) {
   if (budgeted()) {
     // The time decode took since the last call ended earns its share; the
     // overlay's host time in it is spent. A job's cost is learned from the
-    // calls that opened any.
+    // calls that opened any, from 0 up: a first job's one-time costs (its
+    // program built, its slot pinned) do not stop the next ones - the
+    // bucket is charged what they really took either way.
     const double spent_us = static_cast<double>(spent_ns_.exchange(0, std::memory_order_relaxed)) / 1e3;
-    if (call_jobs_ > 0) {
-      const double per_job = spent_us / call_jobs_;
-      job_cost_us_ = job_cost_us_ > 0 ? 0.9 * job_cost_us_ + 0.1 * per_job : per_job;
-    }
+    if (call_jobs_ > 0) job_cost_us_ = 0.9 * job_cost_us_ + 0.1 * spent_us / call_jobs_;
     credit_us_ = std::min(credit_us_ + options_.overlay_budget * since_finish_us() - spent_us, kCreditUs);
     last_finish_ = std::chrono::steady_clock::now();
   }

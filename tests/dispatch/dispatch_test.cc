@@ -72,6 +72,15 @@ npu::VnpuOptions vnpu(int sessions, const std::string& profile = "hexagon-v75") 
   return o;
 }
 
+// The wall clock's options with no host budget: tests of the overlay's
+// rules want every job they ask for, however long a sanitizer makes one
+// (the budget has a test of its own).
+DispatchOptions unbudgeted() {
+  DispatchOptions o;
+  o.overlay_budget = 1.0;
+  return o;
+}
+
 std::vector<float> run(Dispatcher& d, const Weight& w, const std::vector<float>& x, int m) {
   std::vector<float> y(static_cast<size_t>(m * w.rows), -7.0f);
   const Status s = d.matmul(w.view, x.data(), m, y.data());
@@ -189,7 +198,7 @@ TEST(DispatchOverlay, ADeviceThatNeverSignalsChangesNothingButQuality) {
   const std::vector<float> x = make_acts(1, 256, 9);
   SilentEngine silent;
   Dispatcher d;
-  d.set_npu(&silent, DispatchOptions{});  // wall clock: hit only if signalled
+  d.set_npu(&silent, unbudgeted());  // wall clock: hit only if signalled
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(run(d, w, x, 1), reference(w, x, 1, false, true));
   // A shared-input group: each output resolved in the CPU's loop.
@@ -241,7 +250,7 @@ TEST(DispatchOverlay, ATimeKeepingDevicesRowsAreNeverTaken) {
   const Weight v = make_weight(Tier::kI8s, 96, 128, 22);
   const std::vector<float> x = make_acts(1, 128, 23);
   Dispatcher d;
-  d.set_npu(&keeper, DispatchOptions{});
+  d.set_npu(&keeper, unbudgeted());
   EXPECT_EQ(run(d, w, x, 1), reference(w, x, 1, false, true));
   std::vector<float> y0(200), y1(96);
   const Dispatcher::Output outs[] = {{&w.view, y0.data()}, {&v.view, y1.data()}};
@@ -268,7 +277,7 @@ TEST(DispatchOverlay, TheNpuMustBeFree) {
   const Weight w = make_weight(Tier::kI8s, 128, 64, 11);
   const std::vector<float> x = make_acts(1, 64, 12);
   Dispatcher d;
-  d.set_npu(&busy, DispatchOptions{});
+  d.set_npu(&busy, unbudgeted());
   EXPECT_EQ(run(d, w, x, 1), reference(w, x, 1, false, true));
   EXPECT_EQ(d.stats().overlay_skipped, 1u);
 }
@@ -566,6 +575,7 @@ TEST(DispatchExperts, ADownJobIsPredictedFromWhenItsInputExists) {
     // rows, and a hit's rows replace them: every routed down taken, the
     // sum is the routing weights times the device's mark.
     o.clock = OverlayClock::kWall;
+    o.overlay_budget = 1.0;
     Predicting device(0.0);
     Dispatcher d;
     d.set_npu(&device, o);
