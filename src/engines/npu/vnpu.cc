@@ -445,12 +445,14 @@ std::shared_ptr<JobState> Vnpu::submit(const DeviceJob& job, std::shared_ptr<Job
     // done at its modeled time.
     js->remaining = 0;
     const auto n = static_cast<size_t>(sessions());
+    const Status observed = job.fail_session >= 0
+                                ? error(StatusCode::kInternal, "vnpu session {}: injected failure", job.fail_session)
+                                : Status::ok();
     js->status.resize(n);
     js->observed.resize(n);
     for (size_t i = 0; i < n; ++i) {
       js->status[i] = Status::ok();
-      js->observed[i] = job.fail_session >= 0 ? error(StatusCode::kInternal, "vnpu session {}: injected failure", job.fail_session)
-                                              : Status::ok();
+      js->observed[i] = observed;
     }
     const KernelParams& p = *job.p;
     const uint64_t new_maps = timing_mapped_.insert(job.w0).second ? 1 : 0;
