@@ -84,6 +84,42 @@ TEST(ThreadPool, SmallWorkStaysOnTheCaller) {
   EXPECT_EQ(elsewhere.load(), 0);
 }
 
+// The lead runs once on the calling thread, whatever the size of the loop
+// and the pool; with the shared schedule the others meanwhile take the
+// items, so a long lead leaves its thread few of them.
+TEST(ThreadPool, TheLeadRunsOnceOnTheCallerWhileTheOthersStart) {
+  const auto caller = std::this_thread::get_id();
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 1000}) {
+      int leads = 0;
+      bool on_caller = true;
+      std::atomic<int64_t> total{0};
+      pool.run(
+          n, [&](int64_t b, int64_t e) { total += e - b; }, 1, ThreadPool::Schedule::kShared,
+          [&] {
+            ++leads;
+            on_caller = on_caller && std::this_thread::get_id() == caller;
+          });
+      EXPECT_EQ(leads, 1) << threads << " threads, n " << n;
+      EXPECT_TRUE(on_caller);
+      EXPECT_EQ(total.load(), n);
+    }
+  }
+  ThreadPool pool(2);
+  std::atomic<int64_t> by_caller{0}, total{0};
+  pool.run(
+      1000,
+      [&](int64_t b, int64_t e) {
+        if (std::this_thread::get_id() == caller) by_caller += e - b;
+        total += e - b;
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      },
+      1, ThreadPool::Schedule::kShared, [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
+  EXPECT_EQ(total.load(), 1000);
+  EXPECT_LE(by_caller.load(), 500);  // the worker took the first half while the lead ran
+}
+
 TEST(ThreadPool, ManyLoopsInARow) {
   ThreadPool pool(2);
   std::atomic<int64_t> sum{0};

@@ -97,11 +97,15 @@ void ThreadPool::run_share(int index) {
 }
 
 void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_per_thread,
-                     Schedule schedule) {
-  if (n <= 0) return;
+                     Schedule schedule, const std::function<void()>& lead) {
+  if (n <= 0) {
+    if (lead) lead();
+    return;
+  }
   const int64_t by_work = std::max<int64_t>(1, n / std::max<int64_t>(1, min_per_thread));
   const int slices = static_cast<int>(std::min<int64_t>(size(), by_work));
   if (slices <= 1) {
+    if (lead) lead();
     fn(0, n);
     return;
   }
@@ -118,6 +122,7 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
   // count read, pairing with the worker's increment before it waits.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_acquire) > 0) futex_wake_all(generation_);
+  if (lead) lead();
   run_share(0);
   uint32_t left = pending_.load(std::memory_order_acquire);
   for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {

@@ -40,8 +40,12 @@ class ThreadPool {
   enum class Schedule { kStatic, kShared };
 
   // Slices smaller than `min_per_thread` items are not worth a thread.
+  // `lead`, when given, runs once on the calling thread after the workers
+  // have been started and before it takes its own share: serial work that
+  // belongs with the loop (with kShared the others take the items it would
+  // have) - it may run while items are already done, never after the join.
   void run(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn, int64_t min_per_thread = 1,
-           Schedule schedule = Schedule::kStatic);
+           Schedule schedule = Schedule::kStatic, const std::function<void()>& lead = nullptr);
 
   // Off by default: while on, run() adds the wall time of each loop it
   // splits over threads (from the hand-off to the join) to loop_seconds(),

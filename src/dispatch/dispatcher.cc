@@ -98,9 +98,13 @@ Status Dispatcher::matmul(const WeightView& w, const float* x, int n, float* y) 
     int idx = -1;
     FencePtr f;
     if (overlay_candidate(w, n)) {
-      if (!overlay_.affordable()) {
+      // The budget is asked only of a job that would be opened (it reads
+      // the clock): most candidates are turned away before, as late.
+      if (!overlay_.npu_free(1) || !overlay_.worth(w, cpu_us)) {
+        ++stats_.overlay_skipped;
+      } else if (!overlay_.affordable()) {
         ++stats_.overlay_over_budget;
-      } else if (overlay_.npu_free(1) && overlay_.worth(w, cpu_us)) {
+      } else {
         // Opened once the CPU has quantized the input, on the same codes.
         Status opened;
         const MatmulJob one[1] = {job};
@@ -111,8 +115,6 @@ Status Dispatcher::matmul(const WeightView& w, const float* x, int n, float* y) 
                                                           }}));
         ORK_RETURN_IF_ERROR(Engine::wait(f));
         ORK_RETURN_IF_ERROR(opened);
-      } else {
-        ++stats_.overlay_skipped;
       }
     }
     ++stats_.decode[static_cast<size_t>(idx >= 0 ? Route::kOverlay : Route::kCpu)];
@@ -197,8 +199,8 @@ Status Dispatcher::matmul_shared(std::span<const Output> outs, const float* x, i
   // The overlay's jobs for the i8s outputs, if the NPU is free: each is
   // needed when the CPU's loop has finished that output (the virtual
   // clock counts the loop's work up to it).
-  std::vector<int>& idx = overlay_idx_;
-  idx.assign(outs.size(), -1);
+  JobSlots& slots = overlay_slots_;
+  slots.reset(outs.size());
   int candidates = 0;
   for (const Output& o : outs) candidates += overlay_candidate(*o.w, n);
   double cpu_us = 0;
@@ -217,26 +219,32 @@ Status Dispatcher::matmul_shared(std::span<const Output> outs, const float* x, i
     cpu_us += overlay_.enabled() ? overlay_.cpu_us(*outs[i].w, jobs[i].i8s_high_only) : 0.0;
     cpu_us_by[i] = cpu_us;
     if (candidates > 0 && overlay_candidate(*outs[i].w, n)) {
-      if (!overlay_.affordable(opened)) {
+      if (!overlay_.worth(*outs[i].w, cpu_us)) {
+        ++stats_.overlay_skipped;
+      } else if (!overlay_.affordable(opened)) {
         ++stats_.overlay_over_budget;
-      } else if (overlay_.worth(*outs[i].w, cpu_us)) {
+      } else {
         open_it[i] = 1;
         opening = true;
         ++opened;
-      } else {
-        ++stats_.overlay_skipped;
       }
     }
   }
+  // Opened while the engine's other threads start on the rows: an output
+  // finished first is not given a job (its slot is closed).
   Status open_error;
   std::function<void(int, const QuantizedToken*)> input_ready;
   if (opening) {
     input_ready = [&](int i, const QuantizedToken* xq) {
       const auto u = static_cast<size_t>(i);
       if (!open_it[u] || !open_error.is_ok()) return;
+      if (!slots.waiting(u)) {
+        ++stats_.overlay_skipped;
+        return;
+      }
       Result<int> r = overlay_.open(*outs[u].w, x, outs[u].y, cpu_us_by[u], xq);
-      if (r.is_ok()) idx[u] = *r;
-      else open_error = r.status();
+      if (!r.is_ok()) open_error = r.status();
+      else if (*r >= 0) slots.publish(u, *r);
     };
   }
   // resolve(i) before the caller's follow-up of output i, on the thread
@@ -246,17 +254,17 @@ Status Dispatcher::matmul_shared(std::span<const Output> outs, const float* x, i
   std::function<void(int)> group_done;
   if (candidates > 0 || done) {
     group_done = [&](int i) {
-      if (idx[static_cast<size_t>(i)] >= 0) {
-        Status s = overlay_.resolve(idx[static_cast<size_t>(i)]);
+      if (const int j = slots.take(static_cast<size_t>(i)); j >= 0) {
+        Status s = overlay_.resolve(j);
         if (!s.is_ok() && !failed.exchange(true)) first_error = std::move(s);
       }
       if (done) done(i);
     };
   }
-  ORK_ASSIGN_OR_RETURN(FencePtr f, cpu_->submit(MatmulBatch{jobs, 1, group_done, input_ready}));
+  ORK_ASSIGN_OR_RETURN(FencePtr f, cpu_->submit(MatmulBatch{jobs, 1, group_done, input_ready, overlay_.measuring()}));
   ORK_RETURN_IF_ERROR(Engine::wait(f));
   for (size_t i = 0; i < outs.size(); ++i) {
-    ++stats_.decode[static_cast<size_t>(idx[i] >= 0 ? Route::kOverlay : Route::kCpu)];
+    ++stats_.decode[static_cast<size_t>(slots.opened(i) ? Route::kOverlay : Route::kCpu)];
   }
   ORK_RETURN_IF_ERROR(open_error);
   overlay_.finish(cpu_us);
@@ -322,8 +330,11 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
   }
   const bool overlay = candidates > 0 && overlay_.npu_free(candidates);
   if (candidates > 0 && !overlay) stats_.overlay_skipped += static_cast<uint64_t>(candidates);
-  std::vector<int> gate_idx(static_cast<size_t>(k), -1), up_idx(static_cast<size_t>(k), -1),
-      down_idx(static_cast<size_t>(k), -1);
+  std::vector<int> gate_idx(static_cast<size_t>(k), -1), up_idx(static_cast<size_t>(k), -1);
+  // The downs' jobs are opened while the engine's other threads start on
+  // the downs: a down already done gets none.
+  JobSlots& down_slots = overlay_slots_;
+  down_slots.reset(static_cast<size_t>(k));
   // The CPU's modeled time through the first loop (to position p) and the second.
   double cpu_us = 0;
   auto cpu_time = [&](const WeightView& w) { return overlay_.cpu_us(w, job.i8s_high_only); };
@@ -333,12 +344,12 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
   auto open_if_worth = [&](const WeightView& w, const float* in, float* y, int* idx,
                            const QuantizedToken* xq = nullptr) -> Status {
     if (!overlay_candidate(w, 1)) return Status::ok();
-    if (!overlay_.affordable()) {
-      ++stats_.overlay_over_budget;
-      return Status::ok();
-    }
     if (!overlay_.worth(w, cpu_us)) {
       ++stats_.overlay_skipped;
+      return Status::ok();
+    }
+    if (!overlay_.affordable()) {
+      ++stats_.overlay_over_budget;
       return Status::ok();
     }
     if (y != nullptr) {
@@ -373,11 +384,18 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
         const size_t e = expert_at(p);
         const auto u = static_cast<size_t>(p);
         cpu_us += cpu_time(call.down[e]);
-        keep(open_if_worth(call.down[e], down_inputs + u * call.n_ff, down_outputs + u * call.n_embd, &down_idx[u],
+        if (!down_slots.waiting(u)) {
+          stats_.overlay_skipped += overlay_candidate(call.down[e], 1) ? 1 : 0;
+          continue;
+        }
+        int idx = -1;
+        keep(open_if_worth(call.down[e], down_inputs + u * call.n_ff, down_outputs + u * call.n_embd, &idx,
                            &down_quantized[u]));
+        if (idx >= 0) down_slots.publish(u, idx);
       }
     };
-    job.before_sum = [&](int p, float*) { keep(overlay_.resolve(down_idx[static_cast<size_t>(p)])); };
+    job.after_gate_up_first = overlay_.measuring();
+    job.before_sum = [&](int p, float*) { keep(overlay_.resolve(down_slots.take(static_cast<size_t>(p)))); };
   } else {
     if (call.after_gate_up) job.after_gate_up = [&](const float*, const QuantizedToken*, float*) { call.after_gate_up(); };
     for (int p = 0; p < k; ++p) {
@@ -387,8 +405,9 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
   }
   cpu_->run_experts(job);
   for (int p = 0; p < k; ++p) {
-    for (int i : {gate_idx[static_cast<size_t>(p)], up_idx[static_cast<size_t>(p)], down_idx[static_cast<size_t>(p)]}) {
-      ++stats_.decode[static_cast<size_t>(i >= 0 ? Route::kOverlay : Route::kCpu)];
+    const auto u = static_cast<size_t>(p);
+    for (bool opened : {gate_idx[u] >= 0, up_idx[u] >= 0, overlay && down_slots.opened(u)}) {
+      ++stats_.decode[static_cast<size_t>(opened ? Route::kOverlay : Route::kCpu)];
     }
   }
   overlay_.finish(overlay_.enabled() ? cpu_us : 0.0);

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/job_slots.h"
 #include "dispatch/overlay.h"
 #include "dispatch/perf_model.h"
 #include "dispatch/router.h"
@@ -118,7 +119,7 @@ class Dispatcher {
   Overlay overlay_;
   DispatchStats stats_;
   std::vector<MatmulJob> jobs_;
-  std::vector<int> overlay_idx_;
+  JobSlots overlay_slots_;  // matmul_shared's outputs, or the experts' downs
   std::vector<double> overlay_cpu_us_;  // matmul_shared: the CPU's modeled work up to each output
   std::vector<char> overlay_open_;      // matmul_shared: whether each output's job is opened
 };

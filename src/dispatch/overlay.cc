@@ -9,7 +9,7 @@ namespace ork {
 
 class Overlay::Charge {
  public:
-  explicit Charge(Overlay* o) : o_(o->budgeted() ? o : nullptr) {
+  explicit Charge(Overlay* o) : o_(o->timed() ? o : nullptr) {
     if (o_ != nullptr) t0_ = std::chrono::steady_clock::now();
   }
   ~Charge() {
@@ -28,6 +28,7 @@ class Overlay::Charge {
 void Overlay::configure(Engine* npu, const DispatchOptions& o, const PerfModel* model, double cpu_gbps) {
   npu_ = npu;
   options_ = o;
+  jobs_.reserve(kMaxJobs);
   model_ = model;
   cpu_gbps_ = cpu_gbps > 0 ? cpu_gbps : 20.0;
   jobs_.clear();
@@ -36,6 +37,7 @@ void Overlay::configure(Engine* npu, const DispatchOptions& o, const PerfModel* 
   serial_ = 0;
   credit_us_ = kCreditUs;
   job_cost_us_ = 0;
+  host_us_ = 0;
   spent_ns_ = 0;
   call_jobs_ = 0;
   last_finish_ = std::chrono::steady_clock::now();
@@ -87,19 +89,22 @@ double Overlay::since_finish_us() const {
 bool Overlay::affordable(int planned) const {
   if (!budgeted()) return true;
   const double spent_us = static_cast<double>(spent_ns_.load(std::memory_order_relaxed)) / 1e3;
-  return credit_us_ + options_.overlay_budget * since_finish_us() - spent_us >= (planned + 1) * job_cost_us_;
+  const double credit = std::min(credit_us_ + options_.overlay_budget * since_finish_us(), kCreditUs);
+  return credit - spent_us >= (planned + 1) * job_cost_us_;
 }
 
 bool Overlay::measuring() const { return options_.clock != OverlayClock::kWall; }
 
 Result<int> Overlay::open(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before,
                           const QuantizedToken* xq) {
+  if (jobs_.size() == kMaxJobs) return -1;
   const Charge charge(this);
   return open_job(w, x, cpu_y, cpu_us_before, xq);
 }
 
 Result<int> Overlay::open_deferred(const WeightView& w, const float* x, double cpu_us_before,
                                    const QuantizedToken* xq) {
+  if (jobs_.size() == kMaxJobs) return -1;
   const Charge charge(this);
   return open_deferred_job(w, x, cpu_us_before, xq);
 }
@@ -134,8 +139,9 @@ Status Overlay::resolve_into(int i, float* cpu_y) {
 
 void Overlay::take(const std::vector<float>& rows, float* dst) {
   if (!npu_->results_valid()) {
-    sink_.resize(rows.size());
-    dst = sink_.data();
+    thread_local std::vector<float> sink;  // resolves run on several threads at once
+    sink.resize(rows.size());
+    dst = sink.data();
   }
   std::copy(rows.begin(), rows.end(), dst);
 }
@@ -212,31 +218,42 @@ Status Overlay::resolve_job(int i) {
 }
 
 void Overlay::finish(double cpu_us) {
+  cpu_now_us_ += cpu_us;
+  cpu_elapsed_us_ = 0;
+  // A call that opened nothing has nothing to end and has spent nothing:
+  // the budget's earnings since the last call that did are counted when
+  // the next one does (affordable() caps them at the bucket's depth).
+  // Most calls of a token are such, and the clock is not read for them.
+  if (jobs_.empty()) return;
   for (Job& j : jobs_) {
     if (j.resolved) continue;
     misses_.fetch_add(1, std::memory_order_relaxed);
     if (measuring()) (void)j.fence->wait();
   }
   jobs_.clear();
-  cpu_now_us_ += cpu_us;
-  cpu_elapsed_us_ = 0;
-  if (budgeted()) {
+  if (timed()) {
     // The time decode took since the last call ended earns its share; the
     // overlay's host time in it is spent. A job's cost is learned from the
     // calls that opened any, from 0 up: a first job's one-time costs (its
     // program built, its slot pinned) do not stop the next ones - the
     // bucket is charged what they really took either way.
     const double spent_us = static_cast<double>(spent_ns_.exchange(0, std::memory_order_relaxed)) / 1e3;
-    if (call_jobs_ > 0) job_cost_us_ = 0.9 * job_cost_us_ + 0.1 * spent_us / call_jobs_;
-    credit_us_ = std::min(credit_us_ + options_.overlay_budget * since_finish_us() - spent_us, kCreditUs);
-    last_finish_ = std::chrono::steady_clock::now();
+    host_us_ += spent_us;
+    if (budgeted()) {
+      if (call_jobs_ > 0) job_cost_us_ = 0.9 * job_cost_us_ + 0.1 * spent_us / call_jobs_;
+      credit_us_ = std::min(credit_us_ + options_.overlay_budget * since_finish_us(), kCreditUs) - spent_us;
+      last_finish_ = std::chrono::steady_clock::now();
+    }
   }
   call_jobs_ = 0;
 }
 
 void Overlay::add_counts(DispatchStats& s) {
-  s.overlay_hits += hits_.exchange(0);
-  s.overlay_misses += misses_.exchange(0);
+  // Read before the exchange: most calls have nothing to count.
+  if (hits_.load(std::memory_order_relaxed) != 0) s.overlay_hits += hits_.exchange(0);
+  if (misses_.load(std::memory_order_relaxed) != 0) s.overlay_misses += misses_.exchange(0);
+  s.overlay_host_us += host_us_;
+  host_us_ = 0;
 }
 
 }  // namespace ork

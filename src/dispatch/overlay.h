@@ -5,8 +5,11 @@
 // by the clock in use - and otherwise leaves the CPU's. In wall-clock mode
 // it never waits: a device that never signals changes nothing but quality.
 //
-// Jobs are opened on the calling thread; resolve(i) may run on any thread,
-// once per job, each touching only its own job's output.
+// Jobs are opened on one thread at a time; resolve(i) may run on any
+// thread, once per job, each touching only its own job's output - also
+// while another job is being opened (a job's index is handed to its
+// resolver through something that orders the two, a JobSlots). A call
+// opens at most kMaxJobs; jobs are kept where they are until finish().
 #pragma once
 
 #include <atomic>
@@ -30,6 +33,9 @@ class Overlay {
   // machine (wall clock) or the device's CPU read rate (virtual clock).
   void configure(Engine* npu, const DispatchOptions& o, const PerfModel* model, double cpu_gbps);
   bool enabled() const { return npu_ != nullptr && options_.overlay; }
+  // A measurement clock (virtual or forced): its choices may not depend on
+  // threads, so jobs are opened before the CPU's loops start, not beside them.
+  bool measuring() const;
   // Whether the NPU can take a group of `jobs` more overlay jobs now.
   bool npu_free(int jobs) const;
 
@@ -38,7 +44,8 @@ class Overlay {
   // this result is complete (the virtual clock). `xq`, when given, is x as
   // the CPU quantized it in w's basis: the device reads those codes, and
   // the host does not rotate and quantize x again. Returns the job's index,
-  // or -1 if it was not started (a submission error is returned).
+  // or -1 if it was not started (kMaxJobs open already; a submission error
+  // is returned).
   Result<int> open(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before,
                    const QuantizedToken* xq = nullptr);
   // The same when the CPU's rows are known only when they are consumed
@@ -77,6 +84,7 @@ class Overlay {
   bool affordable(int planned = 0) const;
 
  private:
+  static constexpr size_t kMaxJobs = 256;
   struct Job {
     FencePtr fence;
     double npu_done_us = 0;   // virtual: when the NPU's result is there
@@ -87,10 +95,10 @@ class Overlay {
     std::vector<float>* buffer = nullptr;  // open_deferred's result rows
     float* cpu_y = nullptr;   // measurement clocks: where a hit's rows go
   };
-  bool measuring() const;
-  bool budgeted() const { return enabled() && options_.clock == OverlayClock::kWall && options_.overlay_budget < 1.0; }
+  bool timed() const { return enabled() && options_.clock == OverlayClock::kWall; }
+  bool budgeted() const { return timed() && options_.overlay_budget < 1.0; }
   double since_finish_us() const;
-  // Times a public call's host work into spent_ns_ (budgeted only).
+  // Times a public call's host work into spent_ns_ (wall clock only).
   class Charge;
   Result<int> open_job(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before, const QuantizedToken* xq);
   Result<int> open_deferred_job(const WeightView& w, const float* x, double cpu_us_before, const QuantizedToken* xq);
@@ -115,9 +123,8 @@ class Overlay {
   DispatchOptions options_;
   const PerfModel* model_ = nullptr;
   double cpu_gbps_ = 20.0;
-  std::deque<Job> jobs_;
+  std::vector<Job> jobs_;  // reserved for kMaxJobs: never moved while a call runs
   std::deque<std::vector<float>> buffers_;  // kept from token to token
-  std::vector<float> sink_;
   // The virtual clock: the CPU's modeled time, and when the NPU is next free.
   double cpu_now_us_ = 0, npu_free_us_ = 0, cpu_elapsed_us_ = 0;
   uint64_t serial_ = 0;  // overlay jobs opened so far (the forced clock's hash input)
@@ -128,6 +135,7 @@ class Overlay {
   // measured cost (a running mean).
   static constexpr double kCreditUs = 100;
   double credit_us_ = kCreditUs, job_cost_us_ = 0;
+  double host_us_ = 0;  // spent, since the last add_counts
   std::atomic<int64_t> spent_ns_{0};
   int call_jobs_ = 0;
   std::chrono::steady_clock::time_point last_finish_ = std::chrono::steady_clock::now();

@@ -29,6 +29,7 @@ void DispatchStats::add(const DispatchStats& o) {
   overlay_misses += o.overlay_misses;
   overlay_skipped += o.overlay_skipped;
   overlay_over_budget += o.overlay_over_budget;
+  overlay_host_us += o.overlay_host_us;
   npu_rows += o.npu_rows;
   cpu_rows += o.cpu_rows;
   modeled_cpu_us += o.modeled_cpu_us;

@@ -67,6 +67,7 @@ struct DispatchStats {
   uint64_t overlay_misses = 0;  // it was not ready: the CPU's int4 result was
   uint64_t overlay_skipped = 0; // i8s at M = 1 but the NPU was busy or predicted late: CPU alone
   uint64_t overlay_over_budget = 0;  // i8s at M = 1, not opened: the overlay's host time was spent
+  double overlay_host_us = 0;   // wall clock: the host time its opens and resolves took (measured)
   uint64_t npu_rows = 0, cpu_rows = 0;  // output rows of the split matmuls, by engine
   double modeled_cpu_us = 0;    // prefill: what CPU-only would have cost (model)
   double modeled_npu_us = 0;    //          what NPU-only would have (model; CPU for what it cannot read)

@@ -91,15 +91,19 @@ struct MatmulJob {
 // with the group's rows visible - so the caller's follow-up work can run
 // while the rest is computed. The callback must touch only its group's
 // outputs. For one token, input_ready(job, xq) is called on the submitting
-// thread for every job before any of its rows is computed, with the
-// input the engine made for it (xq, valid during the call), or null when it
-// quantized none: the caller may start another engine on the same input
-// meanwhile.
+// thread for every job, in order, with the input the engine made for it
+// (xq, valid during the call), or null when it quantized none: the caller
+// may start another engine on the same input meanwhile. The engine's other
+// threads may already be computing rows then - a group may even be done,
+// and group_done called, before its input_ready returns: what both touch
+// is the caller's to order. With inputs_first every input_ready returns
+// before any row is computed (an order that does not depend on threads).
 struct MatmulBatch {
   std::span<const MatmulJob> jobs;
   int group_size = 0;
   std::function<void(int group)> group_done;
   std::function<void(int job, const QuantizedToken* xq)> input_ready;
+  bool inputs_first = false;
 };
 
 // Completion of a submitted job. Shared between the engine and the caller;

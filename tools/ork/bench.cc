@@ -176,6 +176,7 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
   if (o.n_gen == 0) return fail("bench --pair measures decode: -n must be > 0");
   std::vector<double> cpu_tg, npu_tg, ratios;
   DispatchStats decode_stats;
+  double npu_decode_s = 0;  // the NPU half's decode time, all pairs
   // Both halves of a pair evaluate the same prompt and decode the same
   // tokens: a MoE routes them to the same experts, so the two read the same
   // weights and differ only in the NPU.
@@ -218,6 +219,7 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
       same_logits += out[0] == out[1];
     }
     decode_stats.add(ctx[1]->dispatch_stats());
+    npu_decode_s += seconds[1];
     ctx[1]->set_npu(nullptr);
     return std::array<double, 2>{o.n_gen / seconds[0], o.n_gen / seconds[1]};
   };
@@ -247,6 +249,8 @@ int bench_pairs(BenchOptions& o, const Model& model, int n_ctx, int n_prompt, Ba
                 o.n_gen, c.median, npu_cli.engine()->name().c_str(), n.median);
     std::printf("decode ratio     %.4f (median of the pairs; min %.4f, max %.4f); read bandwidth %.2f GB/s (%.2f-%.2f)\n",
                 q.median, q.min, q.max, b.median, b.min, b.max);
+    std::printf("decode overlay   host time %.2f ms, %.2f %% of the NPU half's decode (measured: its opens and resolves)\n",
+                decode_stats.overlay_host_us / 1e3, 100.0 * decode_stats.overlay_host_us / 1e6 / std::max(npu_decode_s, 1e-9));
     std::printf("decode halves    the same logits on %lld of %lld tokens%s\n", static_cast<long long>(same_logits),
                 static_cast<long long>(o.reps) * o.n_gen,
                 npu_cli.engine()->results_valid() ? " (the NPU's results are taken: they may differ)"

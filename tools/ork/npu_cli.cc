@@ -146,11 +146,14 @@ void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchS
                  c.npu_us, c.routed_us);
   }
   std::fprintf(out, "dispatch decode  %s; overlay %llu hits, %llu misses (hit rate %.1f %%, %s clock), %llu skipped "
-                    "(NPU busy, or predicted late), %llu over the host budget (%g of decode)\n",
+                    "(NPU busy, or predicted late), %llu over the host budget (%g of decode); host time %.1f us a job (measured)\n",
                routes(decode.decode).c_str(), static_cast<unsigned long long>(decode.overlay_hits),
                static_cast<unsigned long long>(decode.overlay_misses), 100.0 * decode.hit_rate(), clock_name(options_),
                static_cast<unsigned long long>(decode.overlay_skipped),
-               static_cast<unsigned long long>(decode.overlay_over_budget), options_.overlay_budget);
+               static_cast<unsigned long long>(decode.overlay_over_budget), options_.overlay_budget,
+               decode.overlay_hits + decode.overlay_misses > 0
+                   ? decode.overlay_host_us / static_cast<double>(decode.overlay_hits + decode.overlay_misses)
+                   : 0.0);
   std::fprintf(out, "npu time         modeled device %.2f ms (from the profile, not measured); host wall %.2f ms (measured, vnpu on this CPU)\n",
                s.modeled_device_us / 1e3, s.host_wall_us / 1e3);
   std::fprintf(out, "npu window       %llu maps, %llu evictions\n", static_cast<unsigned long long>(s.maps),
@@ -177,13 +180,13 @@ std::string NpuCli::json(const DispatchStats& decode, const DispatchStats& prefi
   if (!engine_) return {};
   const npu::NpuEngine::Stats s = counted();
   return fmt::format(", \"npu\": {{\"device\": \"{}\", \"jobs\": {}, \"prefill\": {}, \"refused\": {}, \"decode\": {}, "
-                     "\"overlay\": {{\"hits\": {}, \"misses\": {}, \"skipped\": {}, \"over_budget\": {}, \"budget\": {}, \"hit_rate\": {:.4f}, \"clock\": \"{}\"}}, "
+                     "\"overlay\": {{\"hits\": {}, \"misses\": {}, \"skipped\": {}, \"over_budget\": {}, \"budget\": {}, \"host_ms\": {:.3f}, \"hit_rate\": {:.4f}, \"clock\": \"{}\"}}, "
                      "\"modeled_prefill_ms\": {{\"routed\": {:.3f}, \"cpu_only\": {:.3f}, \"npu_only\": {:.3f}}}, "
                      "\"modeled_device_ms\": {:.3f}, \"modeled\": true, \"host_wall_ms\": {:.3f}, \"maps\": {}, \"evictions\": {}}}"
                      ", \"perf_model\": {}",
                      engine_->name(), s.jobs, routes_json(prefill_stats.prefill), prefill_stats.npu_refused, routes_json(decode.decode),
                      decode.overlay_hits, decode.overlay_misses, decode.overlay_skipped, decode.overlay_over_budget,
-                     options_.overlay_budget, decode.hit_rate(),
+                     options_.overlay_budget, decode.overlay_host_us / 1e3, decode.hit_rate(),
                      clock_name(options_), prefill_stats.modeled_routed_us / 1e3, prefill_stats.modeled_cpu_us / 1e3,
                      prefill_stats.modeled_npu_us / 1e3, s.modeled_device_us / 1e3, s.host_wall_us / 1e3, s.maps, s.evictions,
                      model_->json());

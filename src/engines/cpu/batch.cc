@@ -54,7 +54,8 @@ const CpuEngine::QuantInput& CpuEngine::quantize_input(const WeightView& w, cons
 // weight after another without a join per matrix.
 void CpuEngine::matmuls_together(std::span<const QuantJob> jobs, int group_size,
                                  const std::function<void(int group)>& group_done,
-                                 const std::function<void(int job)>& before_job) {
+                                 const std::function<void(int job)>& before_job,
+                                 const std::function<void()>& lead) {
   std::vector<int64_t>& first_block = first_block_;
   first_block.assign(jobs.size() + 1, 0);
   for (size_t i = 0; i < jobs.size(); ++i) first_block[i + 1] = first_block[i] + (jobs[i].w.rows + 3) / 4;
@@ -84,7 +85,7 @@ void CpuEngine::matmuls_together(std::span<const QuantJob> jobs, int group_size,
     }
   };
   // Shares of at least 8 blocks (32 rows), claimed as the threads free up.
-  pool_->run(first_block.back(), run_blocks, 8, ThreadPool::Schedule::kShared);
+  pool_->run(first_block.back(), run_blocks, 8, ThreadPool::Schedule::kShared, lead);
 }
 
 // Matmuls reading one input (q, k and v; gate and up). Decoding one token
@@ -99,15 +100,25 @@ Result<FencePtr> CpuEngine::submit(const MatmulBatch& batch) {
   for (const MatmulJob& j : batch.jobs) {
     jobs_.push_back({quant_weights(j.w.tier_tensor(), j.i8s_high_only), &quantize_input(j.w, j.x, shared_in_), j.y});
   }
+  // The inputs are handed over while the other threads start on the rows:
+  // what the caller does with them (another engine's jobs opened) is off
+  // the critical path as far as a thread is free to take its place.
+  std::function<void()> lead;
   if (batch.input_ready) {
-    for (size_t i = 0; i < jobs_.size(); ++i) {
-      const QuantInput& in = *jobs_[i].in;
-      const QuantizedToken xq{in.codes.data(), in.scale, in.sum, in.k};
-      batch.input_ready(static_cast<int>(i), &xq);
-    }
+    lead = [&] {
+      for (size_t i = 0; i < jobs_.size(); ++i) {
+        const QuantInput& in = *jobs_[i].in;
+        const QuantizedToken xq{in.codes.data(), in.scale, in.sum, in.k};
+        batch.input_ready(static_cast<int>(i), &xq);
+      }
+    };
+  }
+  if (lead && batch.inputs_first) {
+    lead();
+    lead = nullptr;
   }
   const int groups_of = batch.group_size > 0 ? batch.group_size : static_cast<int>(batch.jobs.size());
-  matmuls_together(jobs_, batch.group_done ? groups_of : 0, batch.group_done);
+  matmuls_together(jobs_, batch.group_done ? groups_of : 0, batch.group_done, nullptr, lead);
   return FencePtr(std::make_shared<DoneFence>(Status::ok()));
 }
 

@@ -47,7 +47,9 @@ struct ExpertsJob {
   // Decode (n = 1) only, each optional. The positions p are the routed
   // slots in the order of their experts' ids. after_gate_up(down_inputs,
   // down_quantized, down_outputs) on the calling thread once the first loop
-  // is done, before the down loop starts, with the down inputs (k rows of
+  // is done, while the other threads start on the downs (any down may be
+  // done, and its before_sum called, before it returns; with
+  // after_gate_up_first, before they start), with the down inputs (k rows of
   // n_ff, by position), the same quantized in each down's stored basis as
   // the down loop reads them (k, by position; valid during the call), and
   // where the down loop will write its outputs (k rows of n_embd, by
@@ -56,6 +58,7 @@ struct ExpertsJob {
   // rows are written, before they are consumed, and before_sum(p, out) when
   // its down rows are, before they are added.
   std::function<void(const float* down_inputs, const QuantizedToken* down_quantized, float* down_outputs)> after_gate_up;
+  bool after_gate_up_first = false;
   std::function<void(int p, float* gate, float* up)> before_swiglu;
   std::function<void(int p, float* out)> before_sum;
   // Decode, optional: weights that are still arriving (an expert cache's
@@ -157,10 +160,12 @@ class CpuEngine final : public Engine, public HostOps {
   // thread that finishes a group's last rows calls group_done(group), with
   // every row of the group visible to it.
   // before_job(i), when given, runs on a thread before it reads job i's
-  // weights (each time it enters them).
+  // weights (each time it enters them). lead(), when given, runs on the
+  // calling thread while the others start on the rows (ThreadPool::run).
   void matmuls_together(std::span<const QuantJob> jobs, int group_size = 0,
                         const std::function<void(int group)>& group_done = nullptr,
-                        const std::function<void(int job)>& before_job = nullptr);
+                        const std::function<void(int job)>& before_job = nullptr,
+                        const std::function<void()>& lead = nullptr);
 
   // The routed experts (experts.cc).
   void experts_decode(const ExpertsJob& job);

@@ -133,13 +133,20 @@ void CpuEngine::experts_decode(const ExpertsJob& job) {
         fill_input(g, ff, down_in_[static_cast<size_t>(p)]);
       },
       await_gate_up);
+  // after_gate_up leads the down loop: the other threads start on the
+  // downs while the calling thread runs it.
+  std::function<void()> lead;
   if (job.after_gate_up) {
     down_quantized_.resize(static_cast<size_t>(k));
     for (int p = 0; p < k; ++p) {
       const QuantInput& in = down_in_[static_cast<size_t>(p)];
       down_quantized_[static_cast<size_t>(p)] = {in.codes.data(), in.scale, in.sum, in.k};
     }
-    job.after_gate_up(moe_gate_.data(), down_quantized_.data(), moe_out_.data());
+    lead = [&] { job.after_gate_up(moe_gate_.data(), down_quantized_.data(), moe_out_.data()); };
+    if (job.after_gate_up_first) {
+      lead();
+      lead = nullptr;
+    }
   }
   // Likewise each expert's output is added to the token's sum as soon as
   // it and every expert before it in id order are done: the same sum, in
@@ -164,7 +171,7 @@ void CpuEngine::experts_decode(const ExpertsJob& job) {
       summing_.store(false);
       if (next == k || !sum_ready_[static_cast<size_t>(next)].load()) break;
     }
-  }, await_down);
+  }, await_down, lead);
 }
 
 // A batch (prefill) through the routed experts. Each thread takes whole
