@@ -82,6 +82,13 @@ class Dispatcher {
 
   HostOps& ops();
 
+  // A decode step (one token through the model) begins and ends: the
+  // overlay's host budget is a share of the time inside steps, not of the
+  // pauses between them (a server's idle slot, the other half of a paired
+  // benchmark, the caller's sampling). Without them it earns on all time.
+  void begin_step() { overlay_.begin_step(); }
+  void end_step() { overlay_.end_step(); }
+
   // y = W x for n tokens (x: n rows of w.cols floats, as the model made them).
   Status matmul(const WeightView& w, const float* x, int n, float* y);
   // Matmuls reading one input; done(i), if given, is called once output i

@@ -217,6 +217,16 @@ Status Overlay::resolve_job(int i) {
   return Status::ok();
 }
 
+void Overlay::begin_step() {
+  if (budgeted()) last_finish_ = std::chrono::steady_clock::now();
+}
+
+void Overlay::end_step() {
+  if (!budgeted()) return;
+  credit_us_ = std::min(credit_us_ + options_.overlay_budget * since_finish_us(), kCreditUs);
+  last_finish_ = std::chrono::steady_clock::now();
+}
+
 void Overlay::finish(double cpu_us) {
   cpu_now_us_ += cpu_us;
   cpu_elapsed_us_ = 0;

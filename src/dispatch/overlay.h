@@ -63,6 +63,10 @@ class Overlay {
   // had started with the layer, and jobs that were sure to miss were
   // opened. finish() sets it back to 0.
   void set_cpu_elapsed(double cpu_us) { cpu_elapsed_us_ = cpu_us; }
+  // A decode step's bounds (Dispatcher::begin_step): only the time between
+  // them earns the host budget.
+  void begin_step();
+  void end_step();
   // Ends the token's overlay jobs (those never resolved count as misses)
   // and advances the virtual clock by the CPU time of what ran.
   void finish(double cpu_us);

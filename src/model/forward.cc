@@ -553,6 +553,15 @@ Status Context::eval_together(std::span<Context* const> contexts, std::span<cons
 // logits of every row (all_logits, one segment) or of each segment's last.
 Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
   const int n = static_cast<int>(tokens.size());
+  // A decode step's bounds, for the overlay's host budget (a share of
+  // decode's own time).
+  struct Step {
+    Dispatcher* d;
+    ~Step() {
+      if (d != nullptr) d->end_step();
+    }
+  } step{n == 1 ? &dispatch_ : nullptr};
+  if (n == 1) dispatch_.begin_step();
   const bool timed = profile_ != nullptr || trace_ != nullptr;
   if (timed) lap_start();
   resize_scratch(n);

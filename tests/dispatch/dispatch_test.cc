@@ -357,33 +357,35 @@ TEST(DispatchOverlay, AJobPredictedLateIsNotStarted) {
   }
 }
 
+// A device whose every submission costs the host 50 us, always in time.
+class Costly final : public Engine {
+ public:
+  class Done final : public Fence {
+   public:
+    bool done() const override { return true; }
+    Status wait() override { return Status::ok(); }
+  };
+  std::string name() const override { return "costly"; }
+  Support supports(const MatmulOp&) const override { return Support::yes(); }
+  Status prepare(const MatmulOp&) override { return Status::ok(); }
+  Result<FencePtr> submit(const MatmulJob&) override {
+    ++submitted;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(int{kHostUs});
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    return FencePtr(std::make_shared<Done>());
+  }
+  double predict_us(const MatmulOp&) const override { return 0.0; }
+  enum { kHostUs = 50 };
+  int submitted = 0;
+};
+
 // The overlay's host work is on decode's critical path: at the wall clock
 // it may take only its budget's share of decode's time (plus the bucket's
 // 100 us and the one job that overdraws it). A device whose submission
 // costs the host 50 us gets almost no jobs at a budget of 1 %, every job
 // at a budget of 1, and the jobs it was not given are counted.
 TEST(DispatchOverlay, TheOverlaysHostTimeStaysWithinItsBudget) {
-  class Costly final : public Engine {
-   public:
-    class Done final : public Fence {
-     public:
-      bool done() const override { return true; }
-      Status wait() override { return Status::ok(); }
-    };
-    std::string name() const override { return "costly"; }
-    Support supports(const MatmulOp&) const override { return Support::yes(); }
-    Status prepare(const MatmulOp&) override { return Status::ok(); }
-    Result<FencePtr> submit(const MatmulJob&) override {
-      ++submitted;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(int{kHostUs});
-      while (std::chrono::steady_clock::now() < until) {
-      }
-      return FencePtr(std::make_shared<Done>());
-    }
-    double predict_us(const MatmulOp&) const override { return 0.0; }
-    enum { kHostUs = 50 };
-    int submitted = 0;
-  };
   const Weight w = make_weight(Tier::kI8s, 256, 256, 41);
   const std::vector<float> x = make_acts(1, 256, 42);
   constexpr int kCalls = 400;
@@ -413,6 +415,38 @@ TEST(DispatchOverlay, TheOverlaysHostTimeStaysWithinItsBudget) {
       EXPECT_LE(costly.submitted * Costly::kHostUs, budget * elapsed_us + 100.0 + 2 * Costly::kHostUs)
           << costly.submitted << " jobs in " << elapsed_us << " us";
       EXPECT_GT(s.overlay_over_budget, 0u);
+    }
+  }
+}
+
+// The budget is a share of decode's own time: with the steps bracketed,
+// the pauses between them (a server's idle slot, the other half of a
+// paired benchmark) earn nothing - without them they do.
+TEST(DispatchOverlay, OnlyTheTimeInsideDecodeStepsEarnsTheBudget) {
+  const Weight w = make_weight(Tier::kI8s, 256, 256, 41);
+  const std::vector<float> x = make_acts(1, 256, 42);
+  constexpr int kSteps = 100;
+  for (const bool bracketed : {true, false}) {
+    Costly costly;
+    DispatchOptions o;
+    o.overlay_budget = 0.01;
+    Dispatcher d;
+    d.set_npu(&costly, o);
+    double inside_us = 0;
+    for (int i = 0; i < kSteps; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (bracketed) d.begin_step();
+      std::vector<float> y(256);
+      ASSERT_TRUE(d.matmul(w.view, x.data(), 1, y.data()).is_ok());
+      if (bracketed) d.end_step();
+      inside_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // 50 us of budget, if it earned
+    }
+    if (bracketed) {
+      EXPECT_LE(costly.submitted * Costly::kHostUs, 0.01 * inside_us + 100.0 + 2 * Costly::kHostUs)
+          << costly.submitted << " jobs in " << inside_us << " us of steps";
+    } else {
+      EXPECT_GE(costly.submitted, kSteps / 2) << "the pauses earn without steps";
     }
   }
 }
