@@ -11,4 +11,4 @@ JOBS=$(nproc)
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$JOBS" --target test_core test_synth test_model test_quant test_engines test_experts test_dispatch
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --preset tsan -j "$JOBS" \
-  -R '^(ThreadPool|Moe|Profile|Context|Logits|Golden|Pack|NpuModel|Npu|OutputFile|ExpertCache|DirectReader|DispatchExperts)'
+  -R '^(ThreadPool|Moe|Profile|Context|Logits|Golden|Pack|NpuModel|Npu|OutputFile|ExpertCache|DirectReader|DispatchExperts|DispatchOverlay|JobSlots)'
