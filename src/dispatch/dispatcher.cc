@@ -84,6 +84,10 @@ bool Dispatcher::overlay_candidate(const WeightView& w, int n) const {
   return n == 1 && overlay_.enabled() && is_i8s(w) && cpu_->fast();
 }
 
+void Dispatcher::count_role(const WeightView& w, int n) {
+  if (overlay_.measuring() && overlay_candidate(w, n)) ++stats_.role(overlay_role(w.name)).candidates;
+}
+
 Status Dispatcher::wait_npu(const FencePtr& fence) {
   // A device error is the caller's error: the CPU does not quietly take over.
   const Status s = Engine::wait(fence);
@@ -97,6 +101,7 @@ Status Dispatcher::matmul(const WeightView& w, const float* x, int n, float* y) 
     const double cpu_us = overlay_.enabled() ? overlay_.cpu_us(w, job.i8s_high_only) : 0.0;
     int idx = -1;
     FencePtr f;
+    count_role(w, n);
     if (overlay_candidate(w, n)) {
       // The budget is asked only of a job that would be opened (it reads
       // the clock): most candidates are turned away before, as late.
@@ -265,6 +270,7 @@ Status Dispatcher::matmul_shared(std::span<const Output> outs, const float* x, i
   ORK_RETURN_IF_ERROR(Engine::wait(f));
   for (size_t i = 0; i < outs.size(); ++i) {
     ++stats_.decode[static_cast<size_t>(slots.opened(i) ? Route::kOverlay : Route::kCpu)];
+    count_role(*outs[i].w, n);
   }
   ORK_RETURN_IF_ERROR(open_error);
   overlay_.finish(cpu_us);
@@ -409,6 +415,8 @@ Result<bool> Dispatcher::experts(const ExpertsCall& call) {
     for (bool opened : {gate_idx[u] >= 0, up_idx[u] >= 0, overlay && down_slots.opened(u)}) {
       ++stats_.decode[static_cast<size_t>(opened ? Route::kOverlay : Route::kCpu)];
     }
+    const size_t e = expert_at(p);
+    for (const WeightView* w : {&call.gate[e], &call.up[e], &call.down[e]}) count_role(*w, 1);
   }
   overlay_.finish(overlay_.enabled() ? cpu_us : 0.0);
   overlay_.add_counts(stats_);

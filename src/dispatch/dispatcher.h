@@ -113,6 +113,8 @@ class Dispatcher {
   Status prefill(const MatmulJob& job);
   Status wait_npu(const FencePtr& fence);
   bool overlay_candidate(const WeightView& w, int n) const;
+  // A candidate counted under its role (measurement clocks only).
+  void count_role(const WeightView& w, int n);
   MatmulJob make_job(const WeightView& w, const float* x, int n, float* y) const;
 
   std::unique_ptr<CpuEngine> cpu_;

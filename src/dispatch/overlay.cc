@@ -33,6 +33,7 @@ void Overlay::configure(Engine* npu, const DispatchOptions& o, const PerfModel* 
   cpu_gbps_ = cpu_gbps > 0 ? cpu_gbps : 20.0;
   jobs_.clear();
   predicted_.clear();
+  role_hits_.clear();
   cpu_now_us_ = npu_free_us_ = cpu_elapsed_us_ = 0;
   serial_ = 0;
   credit_us_ = kCreditUs;
@@ -172,6 +173,13 @@ Result<int> Overlay::open_job(const WeightView& w, const float* x, float* cpu_y,
   npu_free_us_ = j.npu_done_us;
   j.needed_us = cpu_now_us_ + cpu_us_before;
   j.serial = ++serial_;
+  if (measuring()) {
+    j.role = overlay_role(w.name);
+    j.rate = options_.hit_rate;
+    for (const auto& [role, rate] : options_.role_hit_rates) {
+      if (role == j.role) j.rate = rate;
+    }
+  }
   ++call_jobs_;
   return static_cast<int>(jobs_.size()) - 1;
 }
@@ -186,7 +194,7 @@ bool Overlay::hit(Job& j, uint64_t serial) const {
       z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
       z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
       z ^= z >> 31;
-      return static_cast<double>(z >> 11) * 0x1.0p-53 < options_.hit_rate;
+      return static_cast<double>(z >> 11) * 0x1.0p-53 < j.rate;
     }
   }
   return false;
@@ -236,6 +244,11 @@ void Overlay::finish(double cpu_us) {
   // Most calls of a token are such, and the clock is not read for them.
   if (jobs_.empty()) return;
   for (Job& j : jobs_) {
+    if (j.took && measuring()) {
+      auto it = std::find_if(role_hits_.begin(), role_hits_.end(), [&](const OverlayRoleCount& r) { return r.role == j.role; });
+      if (it == role_hits_.end()) it = role_hits_.insert(it, OverlayRoleCount{std::string(j.role)});
+      ++it->hits;
+    }
     if (j.resolved) continue;
     misses_.fetch_add(1, std::memory_order_relaxed);
     if (measuring()) (void)j.fence->wait();
@@ -262,6 +275,10 @@ void Overlay::add_counts(DispatchStats& s) {
   // Read before the exchange: most calls have nothing to count.
   if (hits_.load(std::memory_order_relaxed) != 0) s.overlay_hits += hits_.exchange(0);
   if (misses_.load(std::memory_order_relaxed) != 0) s.overlay_misses += misses_.exchange(0);
+  for (OverlayRoleCount& r : role_hits_) {
+    s.role(r.role).hits += r.hits;
+    r.hits = 0;
+  }
   s.overlay_host_us += host_us_;
   host_us_ = 0;
 }

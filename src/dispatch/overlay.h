@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "dispatch/router.h"
@@ -94,6 +95,8 @@ class Overlay {
     double npu_done_us = 0;   // virtual: when the NPU's result is there
     double needed_us = 0;     // virtual: when the consumer needs it
     uint64_t serial = 0;      // the forced clock's choice depends on it alone
+    double rate = 1.0;        // forced: the share of its role's jobs that hit
+    std::string_view role;    // measurement clocks: its tensor's role (overlay_role)
     bool resolved = false;
     bool took = false;        // a hit: the NPU's rows were used
     std::vector<float>* buffer = nullptr;  // open_deferred's result rows
@@ -144,6 +147,7 @@ class Overlay {
   int call_jobs_ = 0;
   std::chrono::steady_clock::time_point last_finish_ = std::chrono::steady_clock::now();
   std::atomic<uint64_t> hits_{0}, misses_{0};
+  std::vector<OverlayRoleCount> role_hits_;  // measurement clocks: hits by role, since add_counts
 };
 
 }  // namespace ork

@@ -19,7 +19,35 @@ const char* route_name(Route r) {
   return "?";
 }
 
+std::string_view overlay_role(const char* name) {
+  if (name == nullptr) return "?";
+  std::string_view r(name);
+  if (r.starts_with("blk.")) {
+    const size_t dot = r.find('.', 4);
+    if (dot != std::string_view::npos) r.remove_prefix(dot + 1);
+  }
+  // An expert's view: "<tensor>.e<index>".
+  if (const size_t e = r.rfind(".e"); e != std::string_view::npos && e + 2 < r.size() &&
+                                      r.find_first_not_of("0123456789", e + 2) == std::string_view::npos) {
+    r.remove_suffix(r.size() - e);
+  }
+  if (r.ends_with(".weight")) r.remove_suffix(7);
+  return r.empty() ? "?" : r;
+}
+
+OverlayRoleCount& DispatchStats::role(std::string_view name) {
+  for (OverlayRoleCount& r : roles) {
+    if (r.role == name) return r;
+  }
+  return roles.emplace_back(OverlayRoleCount{std::string(name)});
+}
+
 void DispatchStats::add(const DispatchStats& o) {
+  for (const OverlayRoleCount& r : o.roles) {
+    OverlayRoleCount& mine = role(r.role);
+    mine.candidates += r.candidates;
+    mine.hits += r.hits;
+  }
   for (int r = 0; r < kRouteCount; ++r) {
     decode[static_cast<size_t>(r)] += o.decode[static_cast<size_t>(r)];
     prefill[static_cast<size_t>(r)] += o.prefill[static_cast<size_t>(r)];

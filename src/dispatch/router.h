@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "quant/tier.h"
@@ -44,6 +46,10 @@ struct DispatchOptions {
   bool split = true;               // allow row splits at M > 1
   OverlayClock clock = OverlayClock::kWall;
   double hit_rate = 1.0;           // kForced: the share of overlay jobs that hit
+  // kForced: a share of its own for each tensor role listed (overlay_role:
+  // "attn_v", "ffn_down_exps"...); a role not listed hits at hit_rate. To
+  // put on one model the per-role rates the virtual clock gives another.
+  std::vector<std::pair<std::string, double>> role_hit_rates;
   int max_in_flight = 8;           // overlay jobs the NPU may hold at once
   // The share of decode's CPU time that the overlay's host work (opening
   // jobs, taking results: on the critical path) may take, as measured while
@@ -57,6 +63,20 @@ struct DispatchOptions {
   // rounded to 32, to the NPU).
   std::optional<Route> force_prefill;
   double split_fraction = 0.5;
+};
+
+// A tensor's role in its layer, as the overlay's per-role counts name it:
+// its name without the block prefix, the ".weight" suffix and an expert's
+// index ("blk.3.ffn_down_exps.weight.e5" -> "ffn_down_exps"); "?" without
+// a name. A view into `name`.
+std::string_view overlay_role(const char* name);
+
+// The overlay's jobs of one tensor role: how many decode matmuls were
+// candidates (i8s at M = 1), and how many took the NPU's result.
+struct OverlayRoleCount {
+  std::string role;
+  uint64_t candidates = 0, hits = 0;
+  double coverage() const { return candidates > 0 ? static_cast<double>(hits) / static_cast<double>(candidates) : 0.0; }
 };
 
 // Every decision, counted. decode = M 1, prefill = M > 1.
@@ -81,6 +101,10 @@ struct DispatchStats {
     uint64_t count;
   };
   std::vector<Choice> choices;
+  // By tensor role, counted with a measurement clock (virtual or forced)
+  // only: the share of each role's matmuls that had the NPU's int8 result.
+  std::vector<OverlayRoleCount> roles;
+  OverlayRoleCount& role(std::string_view name);
   void record(const MatmulOp& op, const struct PrefillChoice& c);
   double hit_rate() const {
     const uint64_t n = overlay_hits + overlay_misses;

@@ -479,7 +479,9 @@ TEST(JobSlots, TheOpenerOrTheConsumerComesFirstNeverBoth) {
     const int got = slots.take(0);
     opener.join();
     EXPECT_EQ(got >= 0, handed) << "round " << round;
-    if (got >= 0) EXPECT_EQ(got, round);
+    if (got >= 0) {
+      EXPECT_EQ(got, round);
+    }
     taken += got >= 0;
     published += handed;
   }
@@ -664,6 +666,16 @@ TEST(DispatchExperts, ADownJobIsPredictedFromWhenItsInputExists) {
 
 // A model with made-up rates: the NPU twice as fast as the CPU per weight
 // but 50 us to start, so small matmuls stay on the CPU, large ones split.
+TEST(Router, ATensorsRoleIsItsNameWithoutBlockSuffixOrExpert) {
+  EXPECT_EQ(overlay_role("blk.12.attn_v.weight"), "attn_v");
+  EXPECT_EQ(overlay_role("blk.3.ffn_down_exps.weight.e17"), "ffn_down_exps");
+  EXPECT_EQ(overlay_role("blk.0.ffn_down_shexp.weight"), "ffn_down_shexp");
+  EXPECT_EQ(overlay_role("output.weight"), "output");
+  EXPECT_EQ(overlay_role("blk.1.attn_output.energy"), "attn_output.energy");  // ".e" not followed by digits alone
+  EXPECT_EQ(overlay_role(nullptr), "?");
+  EXPECT_EQ(overlay_role("blk.4."), "?");
+}
+
 TEST(Router, PrefillGoesWhereTheModelPredictsItIsFastest) {
   const PerfModel model = PerfModel::defaults(2);
   auto e = NpuEngine::create(vnpu(1, "hexagon-v75")).value();

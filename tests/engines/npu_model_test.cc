@@ -256,6 +256,41 @@ TEST(NpuOverlay, DecodeWithEveryHitOrEveryMissMatchesTheCpuReadings) {
   EXPECT_NE(mixed, both);
   EXPECT_NE(mixed, high);
   EXPECT_EQ(decode(e.get(), half, false, nullptr), mixed);
+
+  // A share per tensor role (the forced clock's per-role rates, counted by
+  // role): v and the experts' downs always hit, o and the gates never.
+  DispatchOptions by_role;
+  by_role.clock = OverlayClock::kForced;
+  by_role.hit_rate = 0.0;
+  by_role.role_hit_rates = {{"attn_v", 1.0}, {"ffn_down_exps", 1.0}};
+  DispatchStats st;
+  const std::vector<float> some = decode(e.get(), by_role, false, &st);
+  EXPECT_NE(some, both);
+  EXPECT_NE(some, high);
+  const uint64_t steps = ids.size() * 4;  // tokens x layers
+  ASSERT_EQ(st.roles.size(), 4u);
+  uint64_t hits = 0;
+  for (const OverlayRoleCount& r : st.roles) {
+    const bool expert = r.role.ends_with("_exps");
+    EXPECT_EQ(r.candidates, expert ? 2 * steps : steps) << r.role;
+    EXPECT_EQ(r.hits, r.role == "attn_v" || r.role == "ffn_down_exps" ? r.candidates : 0u) << r.role;
+    hits += r.hits;
+  }
+  EXPECT_EQ(hits, st.overlay_hits);
+  // The virtual clock counts by role too: every candidate once, as a hit,
+  // a miss or not opened.
+  DispatchOptions modeled;
+  modeled.clock = OverlayClock::kVirtual;
+  decode(e.get(), modeled, false, &st);
+  uint64_t candidates = 0;
+  hits = 0;
+  for (const OverlayRoleCount& r : st.roles) {
+    candidates += r.candidates;
+    hits += r.hits;
+  }
+  EXPECT_EQ(candidates, steps * (2 + 2 * 2));
+  EXPECT_EQ(candidates, st.overlay_hits + st.overlay_misses + st.overlay_skipped + st.overlay_over_budget);
+  EXPECT_EQ(hits, st.overlay_hits);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include "commands.h"
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 
 #include "core/output_file.h"
 #include "core/thread_pool.h"
@@ -35,8 +37,9 @@ void NpuCli::add_options(CLI::App& app) {
       ->capture_default_str()
       ->check(number_in(0, 1));
   app.add_option("--overlay-hit-rate", hit_rate,
-                 "Use the NPU's result for this share of overlay jobs (seeded, deterministic): KLD against hit rate")
-      ->check(number_in(0, 1));
+                 "Use the NPU's result for this share of overlay jobs (seeded, deterministic): KLD against hit rate. "
+                 "R for every job, or a share per tensor role, ROLE=R,... (roles as the virtual clock's report names "
+                 "them: attn_v, attn_output, ffn_down, ffn_down_exps; *=R for the roles not listed, else 0)");
   app.add_option("--trace", trace,
                  "Write a Perfetto trace (Chrome trace-event JSON): the CPU's phases, the dispatcher's decisions and "
                  "the NPU's DMA, compute and fences, each on its own track");
@@ -49,6 +52,41 @@ Status NpuCli::check_model(const Model& model) const {
                "--mem), and that runs on the CPU alone for now; give more memory or leave out --npu",
                spec, model.path());
 }
+
+namespace {
+
+Status parse_hit_rates(const std::string& text, DispatchOptions* o) {
+  auto share = [&](std::string_view v) -> Result<double> {
+    double r = -1;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
+    if (ec != std::errc() || end != v.data() + v.size() || !(r >= 0 && r <= 1)) {
+      return error(StatusCode::kInvalidArgument, "--overlay-hit-rate {}: '{}' is not a share from 0 to 1", text, v);
+    }
+    return r;
+  };
+  o->role_hit_rates.clear();
+  if (text.find('=') == std::string::npos) {
+    ORK_ASSIGN_OR_RETURN(o->hit_rate, share(text));
+    return Status::ok();
+  }
+  o->hit_rate = 0;  // a role not listed, unless "*=R" says otherwise
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return error(StatusCode::kInvalidArgument, "--overlay-hit-rate {}: '{}' is not ROLE=R", text, item);
+    }
+    ORK_ASSIGN_OR_RETURN(const double r, share(item.substr(eq + 1)));
+    if (item.substr(0, eq) == "*") o->hit_rate = r;
+    else o->role_hit_rates.emplace_back(std::string(item.substr(0, eq)), r);
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 Status NpuCli::start() {
   if (!trace.empty()) {
@@ -80,8 +118,8 @@ Status NpuCli::start() {
   options_.prefill = prefill != "cpu";
   if (prefill == "npu") options_.force_prefill = Route::kNpu;
   if (prefill == "split") options_.force_prefill = Route::kSplit;
-  options_.clock = hit_rate >= 0 ? OverlayClock::kForced : clock == "virtual" ? OverlayClock::kVirtual : OverlayClock::kWall;
-  options_.hit_rate = hit_rate >= 0 ? hit_rate : 1.0;
+  options_.clock = !hit_rate.empty() ? OverlayClock::kForced : clock == "virtual" ? OverlayClock::kVirtual : OverlayClock::kWall;
+  if (!hit_rate.empty()) ORK_RETURN_IF_ERROR(parse_hit_rates(hit_rate, &options_));
   options_.overlay_budget = overlay_budget;
   options_.model = model_.get();
   options_.device_cpu_gbps = o.profile.cpu_gbps;
@@ -110,6 +148,19 @@ std::string routes_json(const std::array<uint64_t, kRouteCount>& r) {
   }
   return out + "}";
 }
+
+}  // namespace
+
+std::string roles_json(const DispatchStats& s) {
+  std::string out = "{";
+  for (const OverlayRoleCount& r : s.roles) {
+    out += fmt::format("{}\"{}\": {{\"candidates\": {}, \"hits\": {}, \"coverage\": {:.6f}}}", out.size() > 1 ? ", " : "",
+                       r.role, r.candidates, r.hits, r.coverage());
+  }
+  return out + "}";
+}
+
+namespace {
 
 const char* clock_name(const DispatchOptions& o) {
   return o.clock == OverlayClock::kForced ? "forced" : o.clock == OverlayClock::kVirtual ? "virtual" : "wall";
@@ -154,6 +205,16 @@ void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchS
                decode.overlay_hits + decode.overlay_misses > 0
                    ? decode.overlay_host_us / static_cast<double>(decode.overlay_hits + decode.overlay_misses)
                    : 0.0);
+  if (!decode.roles.empty()) {
+    std::vector<OverlayRoleCount> roles = decode.roles;
+    std::sort(roles.begin(), roles.end(), [](const auto& a, const auto& b) { return a.role < b.role; });
+    std::string by_role;
+    for (const OverlayRoleCount& r : roles) {
+      by_role += fmt::format("{}{} {} of {} ({:.3f})", by_role.empty() ? "" : ", ", r.role, r.hits, r.candidates, r.coverage());
+    }
+    std::fprintf(out, "dispatch overlay by tensor role, the NPU's result taken (%s clock): %s\n", clock_name(options_),
+                 by_role.c_str());
+  }
   std::fprintf(out, "npu time         modeled device %.2f ms (from the profile, not measured); host wall %.2f ms (measured, vnpu on this CPU)\n",
                s.modeled_device_us / 1e3, s.host_wall_us / 1e3);
   std::fprintf(out, "npu window       %llu maps, %llu evictions\n", static_cast<unsigned long long>(s.maps),
@@ -180,14 +241,14 @@ std::string NpuCli::json(const DispatchStats& decode, const DispatchStats& prefi
   if (!engine_) return {};
   const npu::NpuEngine::Stats s = counted();
   return fmt::format(", \"npu\": {{\"device\": \"{}\", \"jobs\": {}, \"prefill\": {}, \"refused\": {}, \"decode\": {}, "
-                     "\"overlay\": {{\"hits\": {}, \"misses\": {}, \"skipped\": {}, \"over_budget\": {}, \"budget\": {}, \"host_ms\": {:.3f}, \"hit_rate\": {:.4f}, \"clock\": \"{}\"}}, "
+                     "\"overlay\": {{\"hits\": {}, \"misses\": {}, \"skipped\": {}, \"over_budget\": {}, \"budget\": {}, \"host_ms\": {:.3f}, \"hit_rate\": {:.4f}, \"clock\": \"{}\", \"roles\": {}}}, "
                      "\"modeled_prefill_ms\": {{\"routed\": {:.3f}, \"cpu_only\": {:.3f}, \"npu_only\": {:.3f}}}, "
                      "\"modeled_device_ms\": {:.3f}, \"modeled\": true, \"host_wall_ms\": {:.3f}, \"maps\": {}, \"evictions\": {}}}"
                      ", \"perf_model\": {}",
                      engine_->name(), s.jobs, routes_json(prefill_stats.prefill), prefill_stats.npu_refused, routes_json(decode.decode),
                      decode.overlay_hits, decode.overlay_misses, decode.overlay_skipped, decode.overlay_over_budget,
                      options_.overlay_budget, decode.overlay_host_us / 1e3, decode.hit_rate(),
-                     clock_name(options_), prefill_stats.modeled_routed_us / 1e3, prefill_stats.modeled_cpu_us / 1e3,
+                     clock_name(options_), roles_json(decode), prefill_stats.modeled_routed_us / 1e3, prefill_stats.modeled_cpu_us / 1e3,
                      prefill_stats.modeled_npu_us / 1e3, s.modeled_device_us / 1e3, s.host_wall_us / 1e3, s.maps, s.evictions,
                      model_->json());
 }

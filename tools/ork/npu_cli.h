@@ -16,13 +16,17 @@
 
 namespace ork::cli {
 
+// The overlay's counts by tensor role as a JSON object ({} without a
+// measurement clock).
+std::string roles_json(const DispatchStats& s);
+
 struct NpuCli {
   std::string spec;   // --npu vnpu:PROFILE[:sessions=N]...
   std::string trace;  // --trace file.json
   bool no_overlay = false, no_split = false;
   std::string prefill = "model";
   std::string clock = "wall";
-  double hit_rate = -1;
+  std::string hit_rate;  // --overlay-hit-rate: "R" or "ROLE=R,...[,*=R]"
   double overlay_budget = DispatchOptions().overlay_budget;
 
   void add_options(CLI::App& app);

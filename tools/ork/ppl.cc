@@ -139,6 +139,7 @@ int ppl(PplCliOptions& c) {
       std::printf(", \"overlay_hits\": %llu, \"overlay_misses\": %llu, \"overlay_hit_rate\": %.6f",
                   static_cast<unsigned long long>(routed.overlay_hits), static_cast<unsigned long long>(routed.overlay_misses),
                   routed.hit_rate());
+      std::printf(", \"overlay_roles\": %s", roles_json(routed).c_str());
     }
     std::printf("}\n");
     return 0;
