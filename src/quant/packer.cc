@@ -204,6 +204,22 @@ double quantize_measured(Tier tier, const std::vector<float>& w, const std::vect
   return hessian_error(w, recon, *hs);
 }
 
+// What the CPU's decode reads of an i8s tensor quantized into `data`: the
+// high planes alone, with the error measured as quantize_measured does.
+double i8s_high_plane_error(const std::vector<float>& w, const std::vector<float>& imp, int64_t rows, int64_t ks,
+                            const std::optional<Hessian>& hs, const uint8_t* data, const float* scales) {
+  std::vector<float> recon(w.size());
+  const TierTensor t{Tier::kI8s, data, scales, rows, ks};
+  for (int64_t r = 0; r < rows; ++r) dequantize_i8s_high_row(t, r, &recon[static_cast<size_t>(r * ks)]);
+  if (hs) return hessian_error(w, recon, *hs);
+  double err = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const double d = static_cast<double>(w[i]) - recon[i];
+    err += (imp.empty() ? 1.0f : imp[i % static_cast<size_t>(ks)]) * d * d;
+  }
+  return err;
+}
+
 double weighted_energy(const std::vector<float>& w, const std::vector<float>& imp, int64_t k) {
   double e = 0;
   for (size_t i = 0; i < w.size(); ++i) e += (imp.empty() ? 1.0f : imp[i % static_cast<size_t>(k)]) * static_cast<double>(w[i]) * w[i];
@@ -276,7 +292,13 @@ Result<Measured> measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t
     std::vector<float> scales(static_cast<size_t>(n));
     for (Tier tier : tiers) {
       data.resize(tier_data_bytes(tier, n, ks));
-      const double err = quantize_measured(tier, w, imp, n, ks, hs, data.data(), scales.data()) * scale_up;
+      double err = quantize_measured(tier, w, imp, n, ks, hs, data.data(), scales.data()) * scale_up;
+      if (tier == Tier::kI8s && o.i8s_decode_share && !fixed) {
+        const double share = std::clamp(o.i8s_decode_share(t.name), 0.0, 1.0);
+        if (share < 1.0) {
+          err = share * err + (1.0 - share) * i8s_high_plane_error(w, imp, n, ks, hs, data.data(), scales.data()) * scale_up;
+        }
+      }
       // The sample's scales say whether the file will keep them in f16.
       const uint64_t scale_bytes = tier_info(tier).has_scales ? (f16_scales_exact(scales) ? 2ull : 4ull) * rows : 0;
       const uint64_t bytes = tier_data_bytes(tier, rows, ks) + scale_bytes;

@@ -59,6 +59,13 @@ struct PackOptions {
   // here, and the probe among the candidates.
   std::map<std::string, double> sensitivity;
   Tier sensitivity_probe = Tier::kNf4;
+  // Planning for a decode overlay (`ork pack --npu`): an i8s tensor is read
+  // in decode by its high plane, except in the share of its matmuls whose
+  // int8 result the NPU delivers in time. When set, the share for a tensor
+  // (0 to 1), and i8s's planned error is that share of its int8 error plus
+  // the rest of its high plane's - not its int8 error alone, which only
+  // prefill and a CPU without the overlay see.
+  std::function<double(const std::string& tensor)> i8s_decode_share;
   int threads = 0;                  // tensors quantized side by side (0: all cores)
   // Called with each warning found before the work starts (a rule that
   // matches nothing, importance-matrix entries the model does not have).

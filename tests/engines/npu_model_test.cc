@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <regex>
 
 #include "engines/npu/npu_engine.h"
+#include "format/gguf/gguf.h"
 #include "model/forward.h"
+#include "model/overlay_reach.h"
 #include "model/synth.h"
 #include "quant/packer.h"
 #include "testdata.h"
@@ -291,6 +295,98 @@ TEST(NpuOverlay, DecodeWithEveryHitOrEveryMissMatchesTheCpuReadings) {
   EXPECT_EQ(candidates, steps * (2 + 2 * 2));
   EXPECT_EQ(candidates, st.overlay_hits + st.overlay_misses + st.overlay_skipped + st.overlay_over_budget);
   EXPECT_EQ(hits, st.overlay_hits);
+}
+
+}  // namespace
+}  // namespace ork
+
+namespace ork {
+namespace {
+
+// A device that computes nothing and predicts each job to take `factor`
+// times the CPU's read of the weight's high plane at `gbps` (so a job
+// alone never lands in time, and in a group it depends on the members).
+class Proportional final : public Engine {
+ public:
+  class Done final : public Fence {
+   public:
+    bool done() const override { return true; }
+    Status wait() override { return Status::ok(); }
+  };
+  Proportional(double factor, double gbps) : factor_(factor), gbps_(gbps) {}
+  std::string name() const override { return "proportional"; }
+  Support supports(const MatmulOp&) const override { return Support::yes(); }
+  Status prepare(const MatmulOp&) override { return Status::ok(); }
+  Result<FencePtr> submit(const MatmulJob&) override { return FencePtr(std::make_shared<Done>()); }
+  double predict_us(const MatmulOp& op) const override {
+    return factor_ * static_cast<double>(op.n) * (static_cast<double>(op.k) / 2.0 + 4.0) / (gbps_ * 1e3);
+  }
+
+ private:
+  double factor_, gbps_;
+};
+
+// The planner's estimate of the overlay's reach (model/overlay_reach.h)
+// against the virtual clock's own count, decoding real models packed with
+// an i8s set: the same share for every tensor role, dense groups and
+// routed experts alike, and not all 0 or 1.
+TEST(OverlayReach, IsTheVirtualClocksCountBeforeAnyPackExists) {
+  for (const char* file : {"models/tinystories656K-f32.gguf", "models/sotu-moe-f32.gguf"}) {
+    ORK_REQUIRE_TESTDATA(file);
+    const std::string overlaid = "attn_k|attn_v|attn_output|ffn_up|ffn_down";
+    PackOptions po;
+    po.input = testing::testdata(file);
+    po.output = ::testing::TempDir() + "/reach.orkpack";
+    po.rules = {*parse_tier_rule(".=i4"), *parse_tier_rule(overlaid + "=i8s")};
+    ASSERT_TRUE(pack_model(po).is_ok());
+    auto model = Model::load(po.output);
+    ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+    // 1.5: v, k, a dense up, the routed ups all in time and half the
+    // downs; 2.5: k's job keeps the device from v's, half the routed ups.
+    for (double factor : {1.5, 2.5}) {
+      constexpr double kGbps = 20;
+      Proportional npu(factor, kGbps);
+      DispatchOptions o;
+      o.clock = OverlayClock::kVirtual;
+      o.prefill = false;
+      o.device_cpu_gbps = kGbps;
+      Context ctx(**model, 32);
+      ctx.set_npu(&npu, o);
+      std::vector<float> logits;
+      for (int32_t id : {1, 111, 89, 352, 1194, 40}) ASSERT_TRUE(ctx.eval(std::span<const int32_t>(&id, 1), logits).is_ok());
+      const DispatchStats st = ctx.dispatch_stats();
+      ctx.set_npu(nullptr);
+
+      auto gguf = GgufFile::open(po.input);
+      ASSERT_TRUE(gguf.is_ok());
+      const std::regex set(overlaid);
+      ReachOptions ro;
+      ro.cpu_gbps = kGbps;
+      ro.overlaid = [&](const std::string& t) { return std::regex_search(t, set); };
+      auto reach = overlay_reach(*gguf, npu, ro);
+      ASSERT_TRUE(reach.is_ok()) << reach.status().to_string();
+      std::map<std::string, std::pair<double, int>> by_role;
+      for (const auto& [name, share] : *reach) {
+        if (!ro.overlaid(name)) continue;
+        auto& r = by_role[std::string(overlay_role(name.c_str()))];
+        r.first += share;
+        ++r.second;
+      }
+      ASSERT_EQ(by_role.size(), st.roles.size()) << file;
+      bool partial = false;
+      for (const OverlayRoleCount& r : st.roles) {
+        ASSERT_TRUE(by_role.count(r.role)) << file << ": " << r.role;
+        EXPECT_NEAR(by_role[r.role].first / by_role[r.role].second, r.coverage(), 1e-9) << file << ": " << r.role;
+        partial |= r.coverage() > 0;
+      }
+      EXPECT_TRUE(partial) << file << ": no role reached; the check compares nothing but zeros";
+      for (const char* alone : {"attn_output", "ffn_down"}) {
+        for (const OverlayRoleCount& r : st.roles) {
+          if (r.role == alone) EXPECT_EQ(r.hits, 0u) << file << ": " << alone << " is consumed as soon as it is made";
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -45,6 +45,36 @@ PackReport pack(PackOptions o) {
   return report.is_ok() ? *report : PackReport{};
 }
 
+// Planning for a decode overlay: i8s priced by the share of decode the
+// overlay reaches. Where it reaches everything, i8s is its int8 self and
+// takes the room the budget leaves; where it reaches nothing, decode reads
+// its high plane - an int4 code at twice i4's bytes - and the plan takes
+// i4 instead, whatever the room.
+TEST(Pack, AnI8sTheOverlayCannotReachIsPricedAtItsHighPlane) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto count_i8s = [](const PackReport& r) {
+    int n = 0;
+    for (const auto& t : r.tensors) n += t.tier == Tier::kI8s;
+    return n;
+  };
+  PackOptions o;
+  o.output = ::testing::TempDir() + "/overlay-priced.orkpack";
+  o.candidates = {Tier::kI4, Tier::kI8s};
+  o.bpw = 6.0;
+  o.i8s_decode_share = [](const std::string&) { return 1.0; };
+  const int reached = count_i8s(pack(o));
+  EXPECT_GT(reached, 0);
+  o.i8s_decode_share = [](const std::string&) { return 0.0; };
+  EXPECT_EQ(count_i8s(pack(o)), 0);
+  // Only the attention's values reached: i8s there and nowhere else.
+  o.i8s_decode_share = [](const std::string& t) { return t.find("attn_v") != std::string::npos ? 1.0 : 0.0; };
+  const PackReport some = pack(o);
+  for (const auto& t : some.tensors) {
+    if (t.tier == Tier::kI8s) EXPECT_NE(t.name.find("attn_v"), std::string::npos) << t.name;
+  }
+  EXPECT_GT(count_i8s(some), 0);
+}
+
 TEST(Pack, LosslessTiersReproduceTheModelRotatedOrNot) {
   ORK_REQUIRE_TESTDATA(kModel);
   const auto want = logits_of(testing::testdata(kModel));

@@ -88,11 +88,12 @@ void add_load_flags(CLI::App& app, bool& mmap) {
                "page cache; decode is slower)");
   app.add_flag_callback(
       "--no-cache", [] { g_convert.use_cache = false; },
-      "A quantized GGUF is converted for the fast kernels on every start, and nothing is kept (default: once, kept in "
-      "the cache directory; see `ork cache`)");
+      "A quantized GGUF is converted for the fast kernels (a float one with --npu packed for the device) on every "
+      "start, and nothing is kept (default: once, kept in the cache directory; see `ork cache`)");
   app.add_flag_callback(
       "--no-convert", [] { g_convert.convert = false; },
-      "Run a quantized GGUF as it is, on the reference kernels (slow; for checking)");
+      "Run a quantized GGUF as it is, on the reference kernels (slow; for checking); a float one with --npu as it "
+      "is, nothing on the NPU");
   app.add_option("--mem", g_mem,
                  "Memory the model may take, with its KV cache: 8 or 8G (GiB), 1500M (MiB), 50% (of what is available). "
                  "A Mixture-of-Experts orkpack that does not fit keeps its routed experts on disk and reads them on "
@@ -108,6 +109,8 @@ void add_load_flags(CLI::App& app, bool& mmap) {
 }
 
 void set_context_hint(int n_ctx) { g_n_ctx_hint = n_ctx; }
+
+void set_convert_npu_profile(const std::string& profile) { g_convert.npu_profile = profile; }
 
 Status check_load_flags() {
   ORK_ASSIGN_OR_RETURN(g_mem_bytes, parse_mem(g_mem));

@@ -16,6 +16,9 @@ namespace ork::cli {
 // Adds the model-loading flags to `app`: --mmap (bound to `mmap`), and
 // --no-cache / --no-convert for quantized GGUFs (model_cache.h).
 void add_load_flags(CLI::App& app, bool& mmap);
+// --npu's profile (empty: none): a float GGUF loaded after this is packed
+// for that device (model_cache.h).
+void set_convert_npu_profile(const std::string& profile);
 // Checks what add_load_flags parsed (--mem): call before loading.
 Status check_load_flags();
 // The context the command will make (its -c), so that --mem leaves room

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cache_writer.h"
+#include "npu_plan.h"
 #include "core/cache_dir.h"
 #include "format/gguf/gguf.h"
 #include "format/orkpack/orkpack.h"
@@ -43,13 +44,19 @@ Status make_dirs(const std::string& dir) {
   return Status::ok();
 }
 
-Result<PackReport> convert(const std::string& source, const std::string& output, MappedFile* in_memory = nullptr) {
+Result<PackReport> convert(const std::string& source, const std::string& output, const std::string& npu_profile,
+                           MappedFile* in_memory = nullptr) {
   PackOptions o;
   o.input = source;
   o.output = output;
   o.in_memory = in_memory;
-  o.source_budget = true;
   o.budget_is_default = true;
+  if (npu_profile.empty()) {
+    o.source_budget = true;  // a quantized source keeps its size
+  } else {
+    o.bpw = 4.5;  // ork pack's default for a float source
+    ORK_RETURN_IF_ERROR(plan_for_npu(npu_profile, o));
+  }
   o.warn = [](const std::string& m) { std::fprintf(stderr, "ork: warning: %s\n", m.c_str()); };
   return pack_model(o, [](int phase, size_t done, size_t total, const std::string&) {
     progress_bar(phase == 0 ? "plan" : "convert", static_cast<int>(done + 1), static_cast<int>(total));
@@ -58,7 +65,7 @@ Result<PackReport> convert(const std::string& source, const std::string& output,
 
 }  // namespace
 
-Result<std::string> cache_entry_for(const std::string& path) {
+Result<std::string> cache_entry_for(const std::string& path, const std::string& npu_profile) {
   char real[PATH_MAX];
   if (::realpath(path.c_str(), real) == nullptr) return error(StatusCode::kIo, "{}: {}", path, std::strerror(errno));
   struct stat st {};
@@ -67,19 +74,27 @@ Result<std::string> cache_entry_for(const std::string& path) {
       fmt::format("{}|{}|{}.{}|{}:{}|orkpack {}|conversion {}", real, static_cast<long long>(st.st_size),
                   static_cast<long long>(st.st_mtim.tv_sec), static_cast<long long>(st.st_mtim.tv_nsec),
                   static_cast<unsigned long long>(st.st_dev), static_cast<unsigned long long>(st.st_ino),
-                  kOrkpackVersion, kConversionVersion);
-  return fmt::format("{}/{}-{:016x}.orkpack", cache_dir(), stem_of(real), std::hash<std::string>{}(identity));
+                  kOrkpackVersion, kConversionVersion) +
+      (npu_profile.empty() ? "" : "|npu " + npu_profile);
+  return fmt::format("{}/{}{}-{:016x}.orkpack", cache_dir(), stem_of(real), npu_profile.empty() ? "" : "-" + npu_profile,
+                     std::hash<std::string>{}(identity));
 }
 
 Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOptions& options) {
   ResolvedModel plain{path, false};
   if (!options.convert || OrkpackFile::sniff_file(path)) return plain;
   auto gguf = GgufFile::open(path);
-  if (!gguf.is_ok() || !quantized_source(*gguf)) return plain;  // the loader reports what is wrong
+  if (!gguf.is_ok()) return plain;  // the loader reports what is wrong
+  // A float source runs as it is - unless it is to run beside an NPU,
+  // which reads none of its tensors: then it is packed for the device.
+  const bool quantized = quantized_source(*gguf);
+  const std::string npu = quantized ? std::string() : options.npu_profile;
+  if (!quantized && npu.empty()) return plain;
+  const char* as_it_is = npu.empty() ? "on the reference kernels (slow)" : "as it is (nothing on the NPU)";
 
   std::string entry;
   if (options.use_cache) {
-    ORK_ASSIGN_OR_RETURN(entry, cache_entry_for(path));
+    ORK_ASSIGN_OR_RETURN(entry, cache_entry_for(path, npu));
     // An entry is opened (and so validated) once, by the loader: one that
     // fails comes back through rebuild_damaged().
     if (::access(entry.c_str(), F_OK) == 0) {
@@ -94,8 +109,13 @@ Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOption
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto say_converting = [&](bool kept) {
-    std::fprintf(stderr, "ork: converting %s for the fast kernels%s\n", path.c_str(),
-                 kept ? fmt::format(" (once: kept as {})", entry).c_str() : "");
+    const std::string once = kept ? fmt::format(" (once: kept as {})", entry) : std::string();
+    if (npu.empty()) {
+      std::fprintf(stderr, "ork: converting %s for the fast kernels%s\n", path.c_str(), once.c_str());
+    } else {
+      std::fprintf(stderr, "ork: packing %s for %s's NPU at 4.5 bits per weight, not calibrated%s; `ork pack %s --npu %s` "
+                   "calibrates (and takes --bpw)\n", path.c_str(), npu.c_str(), once.c_str(), path.c_str(), npu.c_str());
+    }
   };
   // In memory (the model runs from the conversion itself, and the entry is
   // saved in the background), unless two copies would not fit: then into
@@ -105,11 +125,11 @@ Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOption
     if (!entry.empty()) clear_stale_temporaries(entry);
     say_converting(!entry.empty());
     ResolvedModel out{entry.empty() ? path + " (converted in memory)" : entry, false, false, MappedFile()};
-    auto report = convert(path, out.path, &*out.image);
+    auto report = convert(path, out.path, npu, &*out.image);
     if (!report.is_ok()) {
       if (report.status().code() != StatusCode::kResourceExhausted) return report.status();
-      std::fprintf(stderr, "ork: warning: cannot convert (%s); running %s on the reference kernels (slow)\n",
-                   report.status().message().c_str(), path.c_str());
+      std::fprintf(stderr, "ork: warning: cannot convert (%s); running %s %s\n", report.status().message().c_str(),
+                   path.c_str(), as_it_is);
       return plain;
     }
     std::fprintf(stderr, "ork: converted in %.1f s: %.3f bits per weight\n", seconds(), report->bpw());
@@ -124,7 +144,7 @@ Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOption
   }
   if (!entry.empty()) {
     say_converting(true);
-    auto report = convert(path, entry);
+    auto report = convert(path, entry, npu);
     if (report.is_ok()) {
       std::fprintf(stderr, "ork: converted in %.1f s: %.3f bits per weight\n", seconds(), report->bpw());
       return ResolvedModel{entry, false};
@@ -137,11 +157,11 @@ Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOption
   const std::string tmp = fmt::format("{}/ork-convert-{}-{}.orkpack", tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp",
                                       stem_of(path), static_cast<long long>(::getpid()));
   say_converting(false);
-  auto report = convert(path, tmp);
+  auto report = convert(path, tmp, npu);
   if (report.is_ok()) return ResolvedModel{tmp, true};
   if (report.status().code() != StatusCode::kIo) return report.status();
-  std::fprintf(stderr, "ork: warning: cannot convert (%s); running %s on the reference kernels (slow)\n",
-               report.status().message().c_str(), path.c_str());
+  std::fprintf(stderr, "ork: warning: cannot convert (%s); running %s %s\n", report.status().message().c_str(),
+               path.c_str(), as_it_is);
   return plain;
 }
 

@@ -25,6 +25,9 @@ namespace ork::cli {
 struct ConvertOptions {
   bool convert = true;    // --no-convert: run a quantized GGUF as it is (reference kernels)
   bool use_cache = true;  // --no-cache: convert in a temporary, keep nothing
+  // --npu PROFILE: a float GGUF is packed for that device (npu_plan.h) -
+  // without it, nothing of a float GGUF is in a tier the NPU reads.
+  std::string npu_profile;
 };
 
 struct ResolvedModel {
@@ -35,7 +38,8 @@ struct ResolvedModel {
 };
 
 // The file to load for `path`: `path` itself unless it is a quantized GGUF
-// to convert. Notes and warnings go to stderr; conversion shows progress.
+// to convert, or a float one to pack for an NPU (options.npu_profile).
+// Notes and warnings go to stderr; conversion shows progress.
 Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOptions& options);
 
 // A cached entry that failed to load (`why`): removed, and the source
@@ -43,7 +47,8 @@ Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOption
 Result<ResolvedModel> rebuild_damaged(const std::string& path, const ResolvedModel& damaged, const Status& why,
                                       const ConvertOptions& options);
 
-// The cache entry a source maps to (for `ork cache` and tests).
-Result<std::string> cache_entry_for(const std::string& path);
+// The cache entry a source maps to (for `ork cache` and tests); a pack for
+// an NPU has its own, per profile.
+Result<std::string> cache_entry_for(const std::string& path, const std::string& npu_profile = {});
 
 }  // namespace ork::cli

@@ -8,6 +8,7 @@
 
 #include "core/output_file.h"
 #include "core/thread_pool.h"
+#include "load_model.h"
 #include "text_input.h"
 
 namespace ork::cli {
@@ -17,7 +18,13 @@ void NpuCli::add_options(CLI::App& app) {
                  "An NPU beside the CPU, routed to by the dispatcher: vnpu:PROFILE[:sessions=N][:window=MiB][:workers=N]"
                  "[:paced][:blocking][:timing]; profiles rk3588, hexagon-v75, hexagon-v79 (data/npu_profiles.txt). "
                  "paced: fences signal at the profile's modeled time; timing: the device models its time but does "
-                 "no arithmetic on this machine's cores (results are not valid)");
+                 "no arithmetic on this machine's cores (results are not valid). A float GGUF is packed for the "
+                 "device first (kept in the cache, as `ork pack --npu PROFILE` would, uncalibrated)")
+      ->each([](const std::string& s) {
+        // Before the model loads: a float GGUF is packed for this device.
+        auto o = npu::parse_npu_spec(s);
+        set_convert_npu_profile(o.is_ok() ? o->profile.name : std::string());
+      });
   app.add_flag("--no-overlay", no_overlay, "With --npu: no int8 overlay of i8s tensors in decode (CPU alone at M=1)");
   app.add_flag("--no-split", no_split, "With --npu: no row splits between CPU and NPU in prefill");
   app.add_option("--npu-prefill", prefill,

@@ -9,9 +9,9 @@
 
 #include "core/escape.h"
 #include "core/output_file.h"
-#include "engines/npu/profile.h"
 
 #include "commands.h"
+#include "npu_plan.h"
 #include "model/model.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/imatrix_collect.h"
@@ -186,18 +186,6 @@ int pack(const PackCliOptions& c) {
   const std::string map_path = c.write_tiers.empty() ? c.output + ".tiers" : c.write_tiers;
   if (Status st = check_before_work(c, map_path); !st.is_ok()) return fail(st.to_string());
   PackOptions o;
-  if (!c.npu.empty()) {
-    // A pack for a device with an NPU: only tiers it reads, so that every
-    // matmul can be routed there in prefill, and i8s - both planes at W8A8
-    // on the NPU, the high plane alone (int4) on the CPU's decode path - as
-    // the sensitive set the overlay recomputes. nf4 reaches the NPU through
-    // its 16-entry int8 table; i5 and i6 are CPU-only and left out.
-    auto profile = npu::find_profile(c.npu);
-    if (!profile.is_ok()) return fail("--npu: " + profile.status().message());
-    o.candidates = {Tier::kI4, Tier::kNf4, Tier::kI8s};
-    std::fprintf(stderr, "ork: planning for %s: tiers i4, nf4 (via int8) and i8s (the overlay's sensitive set)\n",
-                 profile->name.c_str());
-  }
   o.warn = [](const std::string& message) { std::fprintf(stderr, "ork: warning: %s\n", escape_text(message).c_str()); };
   o.input = c.input;
   o.output = c.output;
@@ -233,6 +221,13 @@ int pack(const PackCliOptions& c) {
     o.budget_is_default = true;
   }
 
+  if (!c.npu.empty()) {
+    if (quantized) {
+      return fail("--npu plans a float source's tiers for the device; " + c.input +
+                  " is quantized (its blocks are carried, and the NPU reads none of them)");
+    }
+    if (Status st = plan_for_npu(c.npu, o); !st.is_ok()) return fail("--npu: " + st.message());
+  }
   auto imatrix = importance(c, quantized, o);
   if (!imatrix.is_ok()) return fail(imatrix.status().to_string());
   if (*imatrix) o.imatrix = &**imatrix;
@@ -316,10 +311,14 @@ Runner add_pack(CLI::App& app) {
   app.add_flag("--no-gptq", c->no_gptq,
                "Round to nearest only (default: error-correcting rounding where the imatrix has input covariances)");
   app.add_option("--npu", c->npu,
-                 "Plan for a device with this NPU (rk3588, hexagon-v75, hexagon-v79): only tiers the NPU reads - i4, "
-                 "nf4 (through its int8 table) and i8s, the sensitive set the decode overlay recomputes at int8 while "
-                 "the CPU reads its high plane; no i5/i6 (CPU only). With --sensitivity the choice of the i8s set weighs "
-                 "each tensor by its measured effect on the logits (docs/QUALITY.md section 12)");
+                 "Plan for a device with this NPU (rk3588, hexagon-v75, hexagon-v79) from a float GGUF: only tiers "
+                 "the NPU reads - i4, nf4 (through its int8 table) and i8s, the sensitive set the decode overlay "
+                 "recomputes at int8 while the CPU reads its high plane (no i8: decode would read all its bytes; no "
+                 "i5/i6: CPU only). i8s is priced by what "
+                 "decode reads of it: its int8 error where the overlay is predicted to land in time on this device "
+                 "(printed by role), its high plane's elsewhere - so a model too small for any job to land gets "
+                 "none. With --sensitivity the choice weighs each tensor by its measured effect on the logits "
+                 "(docs/QUALITY.md section 12)");
   app.add_flag("--sensitivity", c->sensitivity,
                "Weigh each tensor's quantization error by how far it moves the logits: each matrix (a MoE tensor's "
                "experts together) alone at nf4 in the model at i8, its KL divergence measured on the calibration "
