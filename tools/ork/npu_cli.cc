@@ -240,7 +240,8 @@ void NpuCli::report(std::FILE* out, const DispatchStats& decode, const DispatchS
                           decode.decode[static_cast<size_t>(Route::kOverlay)];
   if (on_npu == 0 && prefill_stats.npu_refused > 0) {
     std::fprintf(out, "npu note         nothing ran on the NPU: its datapath reads orkpack i8, i8s, nf4 (W8A8) and i4 "
-                      "(W4A4) tensors; pack for it with `ork pack --npu PROFILE`\n");
+                      "(W4A4) tensors, and a quantized GGUF's blocks are none of them; pack the model's F32/F16/BF16 GGUF for "
+                      "it with `ork pack MODEL --npu PROFILE`, or run that GGUF with --npu\n");
   }
 }
 
