@@ -12,16 +12,19 @@
 // in which the NPU - reading both planes, twice the CPU's bytes, from the
 // same DRAM - does not finish on any profile ork knows.
 //
-// reach() replays that with the overlay's virtual clock (dispatch/
-// overlay.h): each group starts with the device free; in the CPU's order
-// each member's job starts when its input exists and the device is free,
-// is opened only if predicted to finish by the time the CPU has computed
-// the group through that member, and then keeps the device busy. The CPU
-// reads 4 bits and a row scale a weight (i4, nf4, an i8s high plane) at
-// `cpu_gbps`; the device's time is its own prediction. What it leaves out:
-// a job of the previous group still running, and the CPU's work between
-// groups - so it is an estimate of the clock's count, which `ork bench
-// --overlay-clock virtual` measures on a real pack.
+// overlay_reach() replays that with the overlay's virtual clock
+// (dispatch/overlay.h): each group starts with the device free (the clock
+// opens only jobs that end before their consumer, so none outlives its
+// group); in the CPU's order each member's job starts when its input
+// exists and the device is free, is opened only if predicted to finish by
+// the time the CPU has computed the group through that member, and then
+// keeps the device busy. The CPU reads 4 bits and a row scale a weight
+// (i4, nf4, an i8s high plane) at `cpu_gbps`; the device's time is its own
+// prediction. On a pack of those tiers it is the clock's own count (test
+// OverlayReach.*); a tier read at other bytes, a group the forward runs
+// that this does not know (DeltaNet's projections: taken one by one), and
+// the wall clock's own timing (routed downs finished out of order) make it
+// an estimate.
 #pragma once
 
 #include <functional>
