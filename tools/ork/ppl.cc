@@ -76,6 +76,8 @@ int ppl(PplCliOptions& c) {
   if (Status st = c.npu.check_model(**model); !st.is_ok()) return fail(st.to_string());
   std::unique_ptr<Model> ref;
   if (!c.ref.empty()) {
+    // The reference is scored as it is: --npu packs the model, never it.
+    set_convert_npu_profile({});
     auto r = load_model(c.ref, c.mmap);
     if (!r.is_ok()) return fail(r.status().to_string());
     ref = std::move(r).value();
