@@ -2,7 +2,8 @@
 """A quantized GGUF converts once and runs from the cache after (issue 18):
 first start converts and keeps the entry, the second opens it, --no-cache
 keeps nothing, an unwritable cache is a warning, a damaged entry is rebuilt,
-a killed conversion leaves nothing a later run trusts, `ork cache ls|rm`.
+a killed conversion leaves nothing a later run trusts, `ork cache ls|rm`; a float GGUF
+with --npu is packed for the device once, an entry per profile (issue 16).
 
 Usage: convert_cache.py ORK TESTDATA
 """
@@ -217,6 +218,29 @@ def main():
         check(rc == 0 and "partial conversion" in out, "cache ls shows what was left", out)
         rc, out, err = run(ork, ["cache", "rm"], env)
         check(rc == 0 and entries(cache) == [], "and cache rm clears it", err)
+
+        # A float GGUF with --npu is packed for that device once, an entry per profile;
+        # without --npu it runs as it is.
+        fl = os.path.join(td, "models/tinystories656K-f32.gguf")
+        if os.path.exists(fl):
+            npu_cache = os.path.join(tmp, "npu-cache")
+            env = dict(env, ORK_CACHE_DIR=npu_cache)
+            gen = ["run", "-m", fl, "-p", "hello", "-n", "4", "--temp", "0", "--stats"]
+            rc, o1, err = run(ork, gen + ["--npu", "vnpu:rk3588"], env)
+            check(rc == 0 and "for rk3588's NPU" in err and "once: kept as" in err and "(0 refused by the NPU" in err,
+                  "a float GGUF with --npu is packed for the device and kept", err)
+            wait_for_writer(npu_cache)
+            kept = [e for e in entries(npu_cache) if e.endswith(".orkpack")]
+            check(len(kept) == 1 and "-rk3588-" in kept[0], "one entry, named for the profile: %s" % entries(npu_cache))
+            rc, o2, err = run(ork, gen + ["--npu", "vnpu:rk3588"], env)
+            check(rc == 0 and "runs from its converted copy" in err and "NPU at" not in err and o2 == o1,
+                  "the second start opens it and writes the same text", err)
+            rc, _, err = run(ork, gen, env)
+            check(rc == 0 and "NPU at" not in err and "converted copy" not in err, "without --npu it runs as it is", err)
+            rc, _, err = run(ork, gen + ["--npu", "vnpu:hexagon-v75"], env)
+            wait_for_writer(npu_cache)
+            check(rc == 0 and "for hexagon-v75's NPU" in err and len([e for e in entries(npu_cache) if e.endswith(".orkpack")]) == 2,
+                  "another profile, another entry", err)
     print("PASS convert_cache")
     return 0
 
