@@ -14,7 +14,7 @@
 namespace ork::cli {
 
 void NpuCli::add_options(CLI::App& app) {
-  app.add_option("--npu", spec,
+  CLI::Option* npu = app.add_option("--npu", spec,
                  "An NPU beside the CPU, routed to by the dispatcher: vnpu:PROFILE[:sessions=N][:window=MiB][:workers=N]"
                  "[:paced][:blocking][:timing]; profiles rk3588, hexagon-v75, hexagon-v79 (data/npu_profiles.txt). "
                  "paced: fences signal at the profile's modeled time; timing: the device models its time but does "
@@ -25,28 +25,35 @@ void NpuCli::add_options(CLI::App& app) {
         auto o = npu::parse_npu_spec(s);
         set_convert_npu_profile(o.is_ok() ? o->profile.name : std::string());
       });
-  app.add_flag("--no-overlay", no_overlay, "With --npu: no int8 overlay of i8s tensors in decode (CPU alone at M=1)");
-  app.add_flag("--no-split", no_split, "With --npu: no row splits between CPU and NPU in prefill");
+  // The options below mean something only beside --npu: given without it,
+  // CLI11 says so (they were silently ignored).
+  app.add_flag("--no-overlay", no_overlay, "With --npu: no int8 overlay of i8s tensors in decode (CPU alone at M=1)")
+      ->needs(npu);
+  app.add_flag("--no-split", no_split, "With --npu: no row splits between CPU and NPU in prefill")->needs(npu);
   app.add_option("--npu-prefill", prefill,
                  "With --npu, where prefill's matmuls go: model (where the performance model predicts they are "
                  "fastest), cpu, npu (every one the NPU reads), split (half their rows to the NPU)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"model", "cpu", "npu", "split"}));
+      ->check(CLI::IsMember({"model", "cpu", "npu", "split"}))
+      ->needs(npu);
   app.add_option("--overlay-clock", clock,
                  "When the overlay's NPU result counts as ready: wall (its fence has signalled), virtual (the "
                  "profile's modeled NPU time against its modeled CPU time: deterministic)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"wall", "virtual"}));
+      ->check(CLI::IsMember({"wall", "virtual"}))
+      ->needs(npu);
   app.add_option("--overlay-budget", overlay_budget,
                  "The share of decode's time the overlay's host work (opening NPU jobs, taking their results, on "
                  "the critical path) may take, measured as it runs; jobs past it are not opened (wall clock only; "
                  "1: no limit)")
       ->capture_default_str()
-      ->check(number_in(0, 1));
+      ->check(number_in(0, 1))
+      ->needs(npu);
   app.add_option("--overlay-hit-rate", hit_rate,
                  "Use the NPU's result for this share of overlay jobs (seeded, deterministic): KLD against hit rate. "
                  "R for every job, or a share per tensor role, ROLE=R,... (roles as the virtual clock's report names "
-                 "them: attn_v, attn_output, ffn_down, ffn_down_exps; *=R for the roles not listed, else 0)");
+                 "them: attn_v, attn_output, ffn_down, ffn_down_exps; *=R for the roles not listed, else 0)")
+      ->needs(npu);
   app.add_option("--trace", trace,
                  "Write a Perfetto trace (Chrome trace-event JSON): the CPU's phases, the dispatcher's decisions and "
                  "the NPU's DMA, compute and fences, each on its own track");
