@@ -398,6 +398,7 @@ Result<std::vector<uint8_t>> build_metadata(const GgufFile& in, const PackOption
   std::vector<std::string> sources;
   for (const GgufTensorInfo& t : in.tensors()) sources.push_back(t.name + "=" + std::string(ggml_type_name(t.type)));
   w.set("ork.pack.source_types", GgufValue::make_string_array(std::move(sources)));
+  for (const auto& [key, value] : o.extra_metadata) w.set(key, GgufValue::make_string(value));
   w.set("ork.rotation", GgufValue::make_string(o.rotate ? "hadamard" : "none"));
   w.set("ork.rotation.seed", GgufValue::make_uint64(o.rotation_seed));
   if (o.imatrix != nullptr) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/gguf/ggml_type.h"
@@ -41,6 +42,9 @@ struct PackOptions {
   bool source_budget = false;
   const ImportanceMatrix* imatrix = nullptr;
   std::string calibration_source;   // recorded in the metadata
+  // More string keys for the metadata (a cache entry records its source's
+  // identity there: tools/ork/cache_room.h).
+  std::vector<std::pair<std::string, std::string>> extra_metadata;
   std::vector<TierRule> rules;
   TierMap tier_map;                 // checked against the model's tensors before any work
   bool rotate = true;               // rotate tensors where it measures better

@@ -2,7 +2,8 @@
 """A quantized GGUF converts once and runs from the cache after (issue 18):
 first start converts and keeps the entry, the second opens it, --no-cache
 keeps nothing, an unwritable cache is a warning, a damaged entry is rebuilt,
-a killed conversion leaves nothing a later run trusts, `ork cache ls|rm`; a float GGUF
+a killed conversion leaves nothing a later run trusts, `ork cache ls|rm`, stale and least recently used
+entries make room (ORK_CACHE_MAX, ORK_CACHE_MIN_FREE); a float GGUF
 with --npu is packed for the device once, an entry per profile (issue 16).
 
 Usage: convert_cache.py ORK TESTDATA
@@ -218,6 +219,56 @@ def main():
         check(rc == 0 and "partial conversion" in out, "cache ls shows what was left", out)
         rc, out, err = run(ork, ["cache", "rm"], env)
         check(rc == 0 and entries(cache) == [], "and cache rm clears it", err)
+
+        # Room: a stale entry (its source changed) goes at the next conversion; past
+        # ORK_CACHE_MAX the least recently used goes; no room at all keeps nothing.
+        room = os.path.join(tmp, "room-cache")
+        renv = dict(env, ORK_CACHE_DIR=room)
+        copies = {}
+        for name in ("a", "b", "c"):
+            copies[name] = os.path.join(tmp, name + ".gguf")
+            with open(src, "rb") as f, open(copies[name], "wb") as g:
+                g.write(f.read())
+
+        def packs():
+            return sorted(e for e in entries(room) if e.endswith(".orkpack") and not e.startswith("."))
+
+        def gen_of(name):
+            return ["run", "-m", copies[name], "-p", "hello", "-n", "8", "--temp", "0"]
+
+        rc, a1, err = run(ork, gen_of("a"), renv)
+        wait_for_writer(room)
+        check(rc == 0 and len(packs()) == 1 and a1 == out1, "a copy converts and is kept", err)
+        first = packs()[0]
+        os.utime(copies["a"], (time.time() + 5, time.time() + 5))
+        rc, out, err = run(ork, ["cache", "ls"], renv)
+        check(rc == 0 and "stale: its source changed or is gone" in out, "cache ls names an entry whose source changed stale", out)
+        rc, _, err = run(ork, gen_of("a"), renv)
+        wait_for_writer(room)
+        check(rc == 0 and "removed %s" % first in err and "its source changed or is gone" in err
+              and len(packs()) == 1 and packs()[0] != first, "the next conversion removes the stale entry", err)
+        entry_a = packs()[0]
+        rc, _, err = run(ork, gen_of("b"), renv)
+        wait_for_writer(room)
+        entry_b = [e for e in packs() if e != entry_a][0]
+        rc, _, err = run(ork, gen_of("a"), renv)  # a is now the more recently used
+        check(rc == 0 and "converted copy" in err, "a runs from its entry", err)
+        size = os.path.getsize(os.path.join(room, entry_a))
+        rc, c1, err = run(ork, gen_of("c"), dict(renv, ORK_CACHE_MAX="%dK" % (size * 5 // 2 // 1024)))
+        wait_for_writer(room)
+        check(rc == 0 and c1 == out1 and "removed %s" % entry_b in err and "least recently used" in err
+              and entry_a in packs() and entry_b not in packs() and len(packs()) == 2,
+              "past ORK_CACHE_MAX the least recently used entry goes (b, not a)", err)
+        before = packs()
+        os.utime(copies["b"], (time.time() + 9, time.time() + 9))  # b's next run converts again
+        for limit in (dict(ORK_CACHE_MAX="%dK" % (size // 2 // 1024)), dict(ORK_CACHE_MIN_FREE="100T")):
+            rc, b2, err = run(ork, gen_of("b"), dict(renv, **limit))
+            wait_for_writer(room)
+            check(rc == 0 and b2 == out1 and "will not be kept: no room in the cache" in err and packs() == before,
+                  "no room even without the others (%s): it runs, nothing kept, nothing removed" % limit, err)
+        rc, _, err = run(ork, gen_of("b"), dict(renv, ORK_CACHE_MAX="lots"))
+        check(rc != 0 and "ORK_CACHE_MAX=lots: expected a size" in err and packs() == before,
+              "a malformed ORK_CACHE_MAX is an error naming it", err)
 
         # A float GGUF with --npu is packed for that device once, an entry per profile;
         # without --npu it runs as it is.

@@ -382,7 +382,9 @@ TEST(OverlayReach, IsTheVirtualClocksCountBeforeAnyPackExists) {
       EXPECT_TRUE(partial) << file << ": no role reached; the check compares nothing but zeros";
       for (const char* alone : {"attn_output", "ffn_down"}) {
         for (const OverlayRoleCount& r : st.roles) {
-          if (r.role == alone) EXPECT_EQ(r.hits, 0u) << file << ": " << alone << " is consumed as soon as it is made";
+          if (r.role == alone) {
+            EXPECT_EQ(r.hits, 0u) << file << ": " << alone << " is consumed as soon as it is made";
+          }
         }
       }
     }

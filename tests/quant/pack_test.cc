@@ -70,7 +70,9 @@ TEST(Pack, AnI8sTheOverlayCannotReachIsPricedAtItsHighPlane) {
   o.i8s_decode_share = [](const std::string& t) { return t.find("attn_v") != std::string::npos ? 1.0 : 0.0; };
   const PackReport some = pack(o);
   for (const auto& t : some.tensors) {
-    if (t.tier == Tier::kI8s) EXPECT_NE(t.name.find("attn_v"), std::string::npos) << t.name;
+    if (t.tier == Tier::kI8s) {
+      EXPECT_NE(t.name.find("attn_v"), std::string::npos) << t.name;
+    }
   }
   EXPECT_GT(count_i8s(some), 0);
 }

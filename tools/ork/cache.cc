@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_room.h"
 #include "commands.h"
 #include "core/cache_dir.h"
 #include "core/escape.h"
@@ -43,6 +44,8 @@ std::vector<Entry> entries(const std::string& dir) {
       if (pack.is_ok()) {
         const GgufValue* source = pack->metadata().find("ork.pack.source");
         entry.what = "converted from " + (source != nullptr && source->type == GgufValueType::kString ? source->string_value : "?");
+        const EntryState state = entry_state(*pack);
+        if (state == EntryState::kStale) entry.what += std::string(" (") + entry_state_name(state) + "; removed at the next conversion)";
       } else {
         entry.what = "damaged (rebuilt on next use)";
       }
@@ -73,6 +76,8 @@ int cache_ls() {
     total += e.bytes;
   }
   std::printf("%zu entries, %.1f MiB\n", all.size(), static_cast<double>(total) / (1 << 20));
+  std::printf("a new conversion removes stale entries, then the least recently used while the cache is over "
+              "ORK_CACHE_MAX or the disk would keep less than ORK_CACHE_MIN_FREE (default 5%%, at least 1 GiB) free\n");
   return 0;
 }
 

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "cache_room.h"
 #include "cache_writer.h"
 #include "npu_plan.h"
 #include "core/cache_dir.h"
@@ -48,6 +49,13 @@ Result<PackReport> convert(const std::string& source, const std::string& output,
                            MappedFile* in_memory = nullptr) {
   PackOptions o;
   o.input = source;
+  // Every conversion records what it was made from: a cache entry whose
+  // source changes later is known to be stale (cache_room.h).
+  char real[PATH_MAX];
+  auto identity = source_identity(source, npu_profile);
+  if (identity.is_ok() && ::realpath(source.c_str(), real) != nullptr) {
+    o.extra_metadata = entry_identity_metadata(*identity, real, npu_profile);
+  }
   o.output = output;
   o.in_memory = in_memory;
   o.budget_is_default = true;
@@ -65,17 +73,22 @@ Result<PackReport> convert(const std::string& source, const std::string& output,
 
 }  // namespace
 
-Result<std::string> cache_entry_for(const std::string& path, const std::string& npu_profile) {
+Result<std::string> source_identity(const std::string& path, const std::string& npu_profile) {
   char real[PATH_MAX];
   if (::realpath(path.c_str(), real) == nullptr) return error(StatusCode::kIo, "{}: {}", path, std::strerror(errno));
   struct stat st {};
   if (::stat(real, &st) != 0) return error(StatusCode::kIo, "{}: {}", path, std::strerror(errno));
-  const std::string identity =
-      fmt::format("{}|{}|{}.{}|{}:{}|orkpack {}|conversion {}", real, static_cast<long long>(st.st_size),
-                  static_cast<long long>(st.st_mtim.tv_sec), static_cast<long long>(st.st_mtim.tv_nsec),
-                  static_cast<unsigned long long>(st.st_dev), static_cast<unsigned long long>(st.st_ino),
-                  kOrkpackVersion, kConversionVersion) +
-      (npu_profile.empty() ? "" : "|npu " + npu_profile);
+  return fmt::format("{}|{}|{}.{}|{}:{}|orkpack {}|conversion {}", real, static_cast<long long>(st.st_size),
+                     static_cast<long long>(st.st_mtim.tv_sec), static_cast<long long>(st.st_mtim.tv_nsec),
+                     static_cast<unsigned long long>(st.st_dev), static_cast<unsigned long long>(st.st_ino),
+                     kOrkpackVersion, kConversionVersion) +
+         (npu_profile.empty() ? "" : "|npu " + npu_profile);
+}
+
+Result<std::string> cache_entry_for(const std::string& path, const std::string& npu_profile) {
+  ORK_ASSIGN_OR_RETURN(const std::string identity, source_identity(path, npu_profile));
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real) == nullptr) return error(StatusCode::kIo, "{}: {}", path, std::strerror(errno));
   return fmt::format("{}/{}{}-{:016x}.orkpack", cache_dir(), stem_of(real), npu_profile.empty() ? "" : "-" + npu_profile,
                      std::hash<std::string>{}(identity));
 }
@@ -99,10 +112,24 @@ Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOption
     // fails comes back through rebuild_damaged().
     if (::access(entry.c_str(), F_OK) == 0) {
       std::fprintf(stderr, "ork: %s runs from its converted copy %s\n", path.c_str(), entry.c_str());
+      mark_used(entry);
       return ResolvedModel{entry, false, true};
     }
     if (Status made = make_dirs(cache_dir()); !made.is_ok()) {
       std::fprintf(stderr, "ork: warning: %s; converting into a temporary file instead\n", made.message().c_str());
+      entry.clear();
+    }
+  }
+  if (!entry.empty()) {
+    // Room for the entry before the work: a quantized source converts to
+    // about its own size, a float one for an NPU to 4.5 bits a weight.
+    uint64_t elems = 0;
+    for (const GgufTensorInfo& t : gguf->tensors()) elems += t.elems;
+    const uint64_t estimate = quantized ? gguf->file_size() : elems * 9 / 16;
+    const Status room = make_room(entry, estimate);
+    if (room.code() == StatusCode::kInvalidArgument) return room;
+    if (!room.is_ok()) {
+      std::fprintf(stderr, "ork: warning: the conversion will not be kept: %s\n", room.message().c_str());
       entry.clear();
     }
   }

@@ -47,6 +47,12 @@ Result<ResolvedModel> resolve_model(const std::string& path, const ConvertOption
 Result<ResolvedModel> rebuild_damaged(const std::string& path, const ResolvedModel& damaged, const Status& why,
                                       const ConvertOptions& options);
 
+// What a cache entry of `path` is made for: its real path, size,
+// modification time, device and inode, ork's orkpack and conversion
+// versions, and the NPU profile if any. An entry is named by its hash, and
+// records it (cache_room.h) so a changed source's entry is known stale.
+Result<std::string> source_identity(const std::string& path, const std::string& npu_profile);
+
 // The cache entry a source maps to (for `ork cache` and tests); a pack for
 // an NPU has its own, per profile.
 Result<std::string> cache_entry_for(const std::string& path, const std::string& npu_profile = {});
