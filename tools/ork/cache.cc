@@ -40,7 +40,7 @@ std::vector<Entry> entries(const std::string& dir) {
     const std::string name = e->d_name;
     Entry entry{name, 0, ""};
     if (ends_with(name, ".orkpack") && name[0] != '.') {
-      auto pack = OrkpackFile::open(dir + "/" + name);
+      auto pack = open_entry_headers(dir + "/" + name);
       if (pack.is_ok()) {
         const GgufValue* source = pack->metadata().find("ork.pack.source");
         entry.what = "converted from " + (source != nullptr && source->type == GgufValueType::kString ? source->string_value : "?");

@@ -81,7 +81,7 @@ std::vector<Converted> converted_in(const std::string& dir) {
     if (::stat(c.path.c_str(), &st) != 0) continue;
     c.bytes = static_cast<uint64_t>(st.st_size);
     c.used = st.st_mtim;  // set at each use (mark_used); reads of the header leave it
-    auto pack = OrkpackFile::open(c.path);
+    auto pack = open_entry_headers(c.path);
     c.state = pack.is_ok() ? entry_state(*pack) : EntryState::kStale;
     out.push_back(std::move(c));
   }
@@ -96,6 +96,10 @@ bool remove_entry(const Converted& c, const char* why) {
 }
 
 }  // namespace
+
+Result<OrkpackFile> open_entry_headers(const std::string& path) {
+  return OrkpackFile::open(path, MappedFile::Residency::kMapped, [](const std::string&) { return true; });
+}
 
 std::vector<std::pair<std::string, std::string>> entry_identity_metadata(const std::string& identity,
                                                                          const std::string& source_realpath,

@@ -31,6 +31,11 @@ std::vector<std::pair<std::string, std::string>> entry_identity_metadata(const s
                                                                          const std::string& source_realpath,
                                                                          const std::string& npu_profile);
 
+// An entry opened for its metadata only: its tensors' values are not read
+// (a carried tier's block headers run through the whole file - gigabytes
+// for a MoE GGUF's conversion - and the loader checks them when it runs it).
+Result<OrkpackFile> open_entry_headers(const std::string& path);
+
 enum class EntryState {
   kCurrent,  // its source is as it was: a run of that source opens it
   kStale,    // its source changed or is gone: never opened again
