@@ -112,6 +112,11 @@ int cache_rm(const std::vector<std::string>& names) {
 Runner add_cache(CLI::App& app) {
   auto names = std::make_shared<std::vector<std::string>>();
   app.require_subcommand(1);
+  app.footer(
+      "The directory: $ORK_CACHE_DIR, else $XDG_CACHE_HOME/ork, else ~/.cache/ork. A new conversion first removes the "
+      "entries whose source changed or is gone, then the least recently used while the cache is over $ORK_CACHE_MAX "
+      "(e.g. 40G; unset: no cap) or the disk would keep less than $ORK_CACHE_MIN_FREE free (default 5 %, at least "
+      "1 GiB); with no room even so, the model runs from memory and nothing is kept.");
   CLI::App* ls = app.add_subcommand("ls", "List converted models and performance models in the cache directory");
   CLI::App* rm = app.add_subcommand("rm", "Remove cache entries: the ones named, or all of them");
   rm->add_option("names", *names, "Entries as `ork cache ls` names them (default: every entry)");
