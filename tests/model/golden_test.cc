@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 #include "model/forward.h"
 #include "quant/packer.h"
@@ -57,7 +60,10 @@ void check_carried_greedy(const std::string& source, const std::string& golden, 
   const std::vector<int32_t> want = read_bracketed_ids(testing::testdata(golden));
   PackOptions o;
   o.input = testing::testdata(source);
-  o.output = ::testing::TempDir() + "/golden-carried.orkpack";
+  // A file of its own: ctest runs each case as its own process, two at a
+  // time, and a shared name let one case load the other's pack.
+  const std::string stem = source.substr(source.find_last_of('/') + 1);
+  o.output = ::testing::TempDir() + "/golden-carried-" + stem + "-" + std::to_string(::getpid()) + ".orkpack";
   o.source_budget = true;
   o.budget_is_default = true;
   auto report = pack_model(o);
