@@ -788,8 +788,8 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
       thread_local Decode512Acts wide;
       Decode512Prepare<K>(q, scales.data(), block, in.k, wide);
       const int64_t half = (row_end - row_begin) / 2;
-      for (int64_t r = row_begin; r < row_begin + half; ++r) Block32Decode512<K, 2>(w, wide, r, half, y);
-      if ((row_end - row_begin) % 2 == 1) Block32Decode512<K, 1>(w, wide, row_end - 1, 1, y);
+      Block32Decode512<K, 2>(w, wide, row_begin, half, half, y);
+      if ((row_end - row_begin) % 2 == 1) Block32Decode512<K, 1>(w, wide, row_end - 1, 1, 1, y);
       return;
     }
   }
