@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -445,10 +446,20 @@ BENCHMARK(BM_VpdpbusdPeak)->Unit(benchmark::kMillisecond);
 }  // namespace ork
 
 int main(int argc, char** argv) {
-  // --target=NAME forces a SIMD target (A/B of one kernel on two targets).
+  // --target=NAME forces a SIMD target (A/B of one kernel on two targets);
+  // --threads=N sizes the pool the decode loops run on (default: every core).
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     const std::string_view arg(argv[i]);
+    if (arg.substr(0, 10) == "--threads=") {
+      const int threads = std::atoi(argv[i] + 10);
+      if (threads < 1) {
+        std::fprintf(stderr, "ork-kernels-bench: --threads wants a count of at least 1, not %s\n", argv[i] + 10);
+        return 2;
+      }
+      ork::ThreadPool::set_default_threads(threads);
+      continue;
+    }
     if (arg.substr(0, 9) != "--target=") {
       rest.push_back(argv[i]);
       continue;
