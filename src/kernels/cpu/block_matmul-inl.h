@@ -295,8 +295,8 @@ struct BlockRows {
 // by sdot and multiplied by its sub-block's scale, the same integers as the
 // pair sums scaled in pairs (a lane's four bytes share one sub-block).
 template <CodeKind K, int R, int T, bool kFar = false, bool kDot = false>
-HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
-                            float* y, int64_t ldy, int64_t stride = 1) {
+HWY_INLINE void BlockTileBody(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
+                              float* y, int64_t ldy, int64_t stride = 1) {
   if constexpr (!kFar) stride = 1;
   using C = BlockCodes<K>;
   const DI8 di;
@@ -422,6 +422,13 @@ HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int
   }
 }
 
+// BlockTile as a call of its own (the body inlines into decode's row loop).
+template <CodeKind K, int R, int T, bool kFar = false, bool kDot = false>
+HWY_NOINLINE void BlockTile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
+                            float* y, int64_t ldy, int64_t stride = 1) {
+  BlockTileBody<K, R, T, kFar, kDot>(w, a, panel, r0, t0, y, ldy, stride);
+}
+
 // The 32-weight block kinds (q80, q40, q41, q50, q51, iq4nl): an f16 d
 // (and m) per group of 32. Codes inflate as i8's, i4's or i5's do (iq4nl's
 // nibbles through its codebook, as nf4's); the offset kinds' codes less
@@ -489,8 +496,8 @@ struct Block32Codes {
 // kDot (ARM with the dot product): each int32 lane's four products summed
 // by sdot, the same integers as the pair sums widened.
 template <CodeKind K, int R, int T, bool kFar = false, bool kDot = false>
-HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
-                              float* y, int64_t ldy, int64_t stride = 1) {
+HWY_INLINE void Block32TileBody(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
+                                float* y, int64_t ldy, int64_t stride = 1) {
   if constexpr (!kFar) stride = 1;
   using C = Block32Codes<K>;
   const DI8 di;
@@ -650,6 +657,13 @@ HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const i
   }
 }
 
+// Block32Tile as a call of its own (the body inlines into decode's row loop).
+template <CodeKind K, int R, int T, bool kFar = false, bool kDot = false>
+HWY_NOINLINE void Block32Tile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0,
+                              float* y, int64_t ldy, int64_t stride = 1) {
+  Block32TileBody<K, R, T, kFar, kDot>(w, a, panel, r0, t0, y, ldy, stride);
+}
+
 // One tile of a block kind.
 template <CodeKind K, int R, int T, bool kFar = false, bool kDot = false>
 HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int t0, float* y,
@@ -658,6 +672,22 @@ HWY_INLINE void AnyBlockTile(const QuantWeights& w, const BlockActs& a, const in
     Block32Tile<K, R, T, kFar, kDot>(w, a, panel, r0, t0, y, ldy, stride);
   } else {
     BlockTile<K, R, T, kFar, kDot>(w, a, panel, r0, t0, y, ldy, stride);
+  }
+}
+
+// Decode's two far streams of a block kind, rows [r0, r0 + half) and
+// [r0 + half, r0 + 2 half), a row of each at a time as AnyBlockTile<K, 2, 1,
+// true> reads them, in one call: its setup and constants once, not once a
+// row (decode on the targets without Block32Decode512: AVX2, NEON).
+template <CodeKind K, bool kDot>
+HWY_NOINLINE void BlockDecodeFar(const QuantWeights& w, const BlockActs& a, const int8_t* panel, int64_t r0, int64_t half,
+                                 float* y, int64_t ldy) {
+  for (int64_t r = r0; r < r0 + half; ++r) {
+    if constexpr (kBlock32<K>) {
+      Block32TileBody<K, 2, 1, true, kDot>(w, a, panel, r, 0, y, ldy, half);
+    } else {
+      BlockTileBody<K, 2, 1, true, kDot>(w, a, panel, r, 0, y, ldy, half);
+    }
   }
 }
 
@@ -842,9 +872,7 @@ void MatmulBlockKind(const QuantWeights& w, const QuantActs& in, float* y, int64
     int8_t* const panel = PanelScratch(scratch, a.k);
     PanelActs<kNibbleOrder>(a.q, 1, a.k, panel);
     const int64_t half = (row_end - row_begin) / 2;
-    for (int64_t r = row_begin; r < row_begin + half; ++r) {
-      AnyBlockTile<K, 2, 1, true, kDot>(w, acts, panel, r, 0, y, ldy, half);
-    }
+    BlockDecodeFar<K, kDot>(w, acts, panel, row_begin, half, y, ldy);
     if ((row_end - row_begin) % 2 == 1) AnyBlockTile<K, 1, 1, false, kDot>(w, acts, panel, row_end - 1, 0, y, ldy);
     return;
   }
