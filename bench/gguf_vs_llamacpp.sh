@@ -9,6 +9,8 @@
 # Usage: bench/gguf_vs_llamacpp.sh MODEL.gguf [ROUNDS] [PP] [TG] [THREADS]
 # PEER=ik-llama-bench PEER_ARGS="-rtr 1" measures ik_llama.cpp instead
 # (its best CPU setting; the qwen35 family runs on ik_llama.cpp only).
+# ORK_MODEL=PACK.orkpack times ork on its own pack of the same weights
+# (issue 19's targets) while the peer runs MODEL.gguf; set STARTS=0 with it.
 set -euo pipefail
 M=$1
 ROUNDS=${2:-3}
@@ -22,7 +24,7 @@ read -r -a PEER_FLAGS <<< "${PEER_ARGS:-}"
 OUT=$(mktemp -d)
 lscpu | grep -E "Model name|^CPU\(s\)|Flags" | sed 's/Flags:.*\(avx512[a-z_]*\).*/Flags: has \1/' | cut -c1-100
 [ -x "$PEERS/bin/$PEER" ] || { echo "$PEER missing in $PEERS: not measured"; exit 1; }
-echo "peer: $PEER ${PEER_ARGS:-}"
+echo "peer: $PEER ${PEER_ARGS:-} on $M; ork on ${ORK_MODEL:-$M}"
 
 # Start-up: ork's first start (conversion included: the model runs from
 # the conversion in memory while a detached writer saves the cache entry)
@@ -48,7 +50,7 @@ done
 
 for r in $(seq 1 "$ROUNDS"); do
   "$PEERS/bin/$PEER" -m "$M" -p "$PP" -n "$TG" -r 1 -t "$T" "${PEER_FLAGS[@]}" -o json 2>/dev/null > "$OUT/l$r.json"
-  "$ORK" bench -m "$M" -p "$PP" -n "$TG" -r 1 -t "$T" --json 2>/dev/null > "$OUT/o$r.json"
+  "$ORK" bench -m "${ORK_MODEL:-$M}" -p "$PP" -n "$TG" -r 1 -t "$T" --json 2>/dev/null > "$OUT/o$r.json"
 done
 python3 - "$OUT" "$ROUNDS" "$PEER ${PEER_ARGS:-}" <<'PY'
 import json, statistics, sys
