@@ -390,9 +390,9 @@ HWY_INLINE void Iq4xsDecode512(const BlockRows<CodeKind::kIq4xs, R>& rows, const
 }
 
 // y for rows r0 + r * stride, r < R: R far streams, each going on with its
-// next row next (decode's two streams a thread, as Tile's and Block32Tile's
-// kFar), each prefetching kFarPrefetchBytes ahead of its codes and a row
-// ahead of its scales.
+// next row in the next iteration of Block32Decode512 (decode's two streams a
+// thread, as Tile's and Block32Tile's kFar), each prefetching
+// kFarPrefetchBytes ahead of its codes and a row ahead of its scales.
 template <CodeKind K, int R>
 HWY_INLINE void Block32Decode512Rows(const QuantWeights& w, const Decode512Acts& a, int64_t r0, int64_t stride,
                                      float* y) {
