@@ -561,7 +561,7 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
   for (int r = 0; r < R; ++r) TileStore<K, T, kDot>(w, a, dots[r], r0 + r * stride, t0, y, ldy);
 }
 
-// Decode of rows [r0, r0 + n) and [r0 + half, r0 + half + n): Tile<K, 2, 1,
+// Decode of rows [r0, r0 + half) and [r0 + half, r0 + 2 half): Tile<K, 2, 1,
 // kDot, true> row by row - the same two streams, read in the same order -
 // with two rows' pairs summed before the four are reduced at once, and no
 // call between rows. A row of K = 512 (a MoE's expert down) is eight steps,
@@ -572,10 +572,10 @@ HWY_NOINLINE void Tile(const QuantWeights& w, const QuantActs& a, const int8_t* 
 // streams at once (two adjacent rows a stream, R = 4) was as fast in L2 and
 // 15-20 % slower from DRAM.
 template <CodeKind K, bool kDot>
-HWY_NOINLINE void DecodeFar(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int64_t n,
-                            int64_t half, float* y, int64_t ldy) {
+HWY_NOINLINE void DecodeFar(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0, int64_t half,
+                            float* y, int64_t ldy) {
   int64_t r = r0;
-  for (; r + 2 <= r0 + n; r += 2) {
+  for (; r + 2 <= r0 + half; r += 2) {
     VI32 first[2][1], second[2][1];
     TileSums<K, 2, 1, kDot, true>(w, panel, r, half, first);
     TileSums<K, 2, 1, kDot, true>(w, panel, r + 1, half, second);
@@ -585,7 +585,7 @@ HWY_NOINLINE void DecodeFar(const QuantWeights& w, const QuantActs& a, const int
     const int64_t rows[4] = {r, r + half, r + 1, r + 1 + half};
     for (int i = 0; i < 4; ++i) TileStore<K, 1, kDot>(w, a, dots[i], rows[i], 0, y, ldy);
   }
-  if (r < r0 + n) Tile<K, 2, 1, kDot, true>(w, a, panel, r, 0, y, ldy, half);
+  if (r < r0 + half) Tile<K, 2, 1, kDot, true>(w, a, panel, r, 0, y, ldy, half);
 }
 
 #include "kernels/cpu/wide_tile-inl.h"  // TileWide: the batch tile on AVX-512 VNNI
@@ -707,7 +707,7 @@ void MatmulKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy
   const int8_t* single = panel + 2 * pairs * a.k;
   if (a.n == 1) {
     const int64_t half = (row_end - row_begin) / 2;
-    DecodeFar<K, kDot>(w, a, single, row_begin, half, half, y, ldy);
+    DecodeFar<K, kDot>(w, a, single, row_begin, half, y, ldy);
     if ((row_end - row_begin) % 2 == 1) Tile<K, 1, 1, kDot>(w, a, single, row_end - 1, 0, y, ldy);
     return;
   }
