@@ -649,11 +649,16 @@ TEST(DispatchExperts, ADownJobIsPredictedFromWhenItsInputExists) {
   {
     // By the wall clock a down's job is opened straight into the CPU's
     // rows, and a hit's rows replace them: every routed down taken, the
-    // sum is the routing weights times the device's mark.
+    // sum is the routing weights times the device's mark. One thread: the
+    // opener then runs before the downs (lead first), so every slot is
+    // published before its consumer comes. With two, the other thread may
+    // take a down first - by design (JobSlots), and under a sanitizer on a
+    // loaded machine it did, so "every down taken" is a one-thread fact.
     o.clock = OverlayClock::kWall;
     o.overlay_budget = 1.0;
     Predicting device(0.0);
-    Dispatcher d;
+    ThreadPool one(1);
+    Dispatcher d(&one);
     d.set_npu(&device, o);
     auto fused = d.experts(ex.call());
     ASSERT_TRUE(fused.is_ok() && *fused);
