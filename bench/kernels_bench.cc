@@ -145,13 +145,24 @@ BENCHMARK(BM_QuantMatmulInL2)
     ->ArgNames({"kind", "K"})
     ->Unit(benchmark::kMicrosecond);
 
+// One core's plain read of 512 MiB on huge pages, as one stream and as two
+// and four read side by side (the three reads `ork bench`'s probe takes the
+// best of). Run with --benchmark_repetitions to interleave them:
+// build/release/ork-kernels-bench --benchmark_filter=StreamRead --benchmark_repetitions=7
 void BM_StreamRead(benchmark::State& state) {
-  std::vector<uint64_t> buf(size_t{1} << 26, 1);  // 512 MiB
-  for (auto _ : state) benchmark::DoNotOptimize(cpu::stream_read(buf.data(), static_cast<int64_t>(buf.size())));
+  static HugePages mem = [] {
+    HugePages m(size_t{512} << 20);
+    std::memset(m.data(), 1, m.size());
+    return m;
+  }();
+  const auto* words = reinterpret_cast<const uint64_t*>(mem.data());
+  const auto n = static_cast<int64_t>(mem.size() / 8);
+  const int streams = static_cast<int>(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::stream_read(words, n, streams));
   state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(buf.size()) * 8e-9, benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(static_cast<double>(mem.size()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_StreamRead)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StreamRead)->ArgName("streams")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond);
 
 // The delta rule of one DeltaNet v-head over a prompt (Qwen3.5's 128 x 128
 // state, one thread), token by token (mode 0) and in chunks (mode 1):

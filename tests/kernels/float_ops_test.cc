@@ -308,7 +308,16 @@ TEST_F(FloatEveryTarget, StreamReadSumsEveryWord) {
   for (size_t i = 1; i < words.size(); ++i) want += words[i];
   for (int t = 0; t < cpu::compiled_target_count(); ++t) {
     cpu::force_target(t);
-    EXPECT_EQ(cpu::stream_read(words.data() + 1, static_cast<int64_t>(words.size()) - 1), want) << cpu::target_name(t);
+    // Every way of splitting the words, and sizes that leave a tail in
+    // each part and in none.
+    for (int streams : {1, 2, 4, 3}) {
+      EXPECT_EQ(cpu::stream_read(words.data() + 1, static_cast<int64_t>(words.size()) - 1, streams), want)
+          << cpu::target_name(t) << ", " << streams << " streams";
+      uint64_t first = 0;
+      for (size_t i = 0; i < 64; ++i) first += words[i];
+      EXPECT_EQ(cpu::stream_read(words.data(), 64, streams), first) << cpu::target_name(t) << ", " << streams;
+      EXPECT_EQ(cpu::stream_read(words.data(), 3, streams), words[0] + words[1] + words[2]) << cpu::target_name(t);
+    }
   }
 }
 

@@ -666,20 +666,41 @@ void AttentionGroupF16(const float* q, int group, const uint16_t* k, const uint1
   }
 }
 
-// Four independent vector sums so loads, not adds, set the pace.
-uint64_t StreamRead(const uint64_t* p, int64_t words) {
+// `streams` equal parts read in lockstep (1, 2 or 4), four independent
+// vector sums in all so loads, not adds, set the pace; the words past the
+// last whole step of every part are summed at the end.
+uint64_t StreamRead(const uint64_t* p, int64_t words, int streams) {
   const hn::ScalableTag<uint64_t> d;
   const auto L = static_cast<int64_t>(hn::Lanes(d));
   auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
-  int64_t i = 0;
-  for (; i + 4 * L <= words; i += 4 * L) {
-    s0 = hn::Add(s0, hn::LoadU(d, p + i));
-    s1 = hn::Add(s1, hn::LoadU(d, p + i + L));
-    s2 = hn::Add(s2, hn::LoadU(d, p + i + 2 * L));
-    s3 = hn::Add(s3, hn::LoadU(d, p + i + 3 * L));
+  const int64_t step = 4 / streams * L;
+  const int64_t part = words / streams / step * step;
+  const uint64_t* q = p + part;
+  if (streams == 4) {
+    const uint64_t *u = p + 2 * part, *v = p + 3 * part;
+    for (int64_t i = 0; i < part; i += L) {
+      s0 = hn::Add(s0, hn::LoadU(d, p + i));
+      s1 = hn::Add(s1, hn::LoadU(d, q + i));
+      s2 = hn::Add(s2, hn::LoadU(d, u + i));
+      s3 = hn::Add(s3, hn::LoadU(d, v + i));
+    }
+  } else if (streams == 2) {
+    for (int64_t i = 0; i < part; i += 2 * L) {
+      s0 = hn::Add(s0, hn::LoadU(d, p + i));
+      s1 = hn::Add(s1, hn::LoadU(d, p + i + L));
+      s2 = hn::Add(s2, hn::LoadU(d, q + i));
+      s3 = hn::Add(s3, hn::LoadU(d, q + i + L));
+    }
+  } else {
+    for (int64_t i = 0; i < part; i += 4 * L) {
+      s0 = hn::Add(s0, hn::LoadU(d, p + i));
+      s1 = hn::Add(s1, hn::LoadU(d, p + i + L));
+      s2 = hn::Add(s2, hn::LoadU(d, p + i + 2 * L));
+      s3 = hn::Add(s3, hn::LoadU(d, p + i + 3 * L));
+    }
   }
   uint64_t sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
-  for (; i < words; ++i) sum += p[i];
+  for (int64_t i = streams * part; i < words; ++i) sum += p[i];
   return sum;
 }
 
@@ -702,7 +723,9 @@ HWY_EXPORT(AttentionHeadF16);
 HWY_EXPORT(AttentionGroupF16);
 HWY_EXPORT(StreamRead);
 
-uint64_t stream_read(const uint64_t* p, int64_t words) { return HWY_DYNAMIC_DISPATCH(StreamRead)(p, words); }
+uint64_t stream_read(const uint64_t* p, int64_t words, int streams) {
+  return HWY_DYNAMIC_DISPATCH(StreamRead)(p, words, streams == 4 || streams == 2 ? streams : 1);
+}
 
 void rotate(float* x, int64_t k, int block, const float* signs) { HWY_DYNAMIC_DISPATCH(Rotate)(x, k, block, signs); }
 

@@ -58,7 +58,9 @@ void attention_group_f16(const float* q, int group, const uint16_t* k, const uin
                          int64_t stride, float scale, float* scores, float* out);
 
 // Reads `words` 64-bit words as fast as the core can and returns their
-// wrapping sum: the read-bandwidth probe of `ork bench`.
-uint64_t stream_read(const uint64_t* p, int64_t words);
+// wrapping sum: the read-bandwidth probe of `ork bench`. streams: 1, or the
+// words as 2 or 4 equal parts read side by side (anything else reads 1) -
+// on some machines one core reads more from two streams than from one.
+uint64_t stream_read(const uint64_t* p, int64_t words, int streams = 1);
 
 }  // namespace ork::cpu

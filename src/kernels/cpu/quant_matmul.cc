@@ -690,8 +690,10 @@ void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
 // at a time 0.84-0.86; two far streams 0.94-1.0, the same as a plain read
 // of the same bytes in the same loops. Three far streams gained no more;
 // halving the arithmetic per byte changed nothing; farther prefetches or
-// real loads ahead in place of prefetches were slower. (A plain read gains
-// nothing from more streams: it has its misses in flight already.) Batches
+// real loads ahead in place of prefetches were slower. (There a plain read
+// gained nothing from more streams; a Zen 5 core reads about 1.2x more from
+// two than from one - docs/BENCHMARKS.md's header - and four far streams
+// were still slower than two for this kernel, session 37.) Batches
 // of two or three tokens keep four adjacent rows per tile, where two tokens
 // share each inflated weight. The activations go into a panel first, so
 // the steps load them in code order without shuffles.
