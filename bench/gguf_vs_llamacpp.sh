@@ -67,7 +67,12 @@ for r in range(1, rounds + 1):
     print(f"round {r}: {peer} pp {pp:.2f} tg {tg:.2f} | ork pp {op[-1]:.2f} tg {ot[-1]:.2f} | probe {bw[-1]:.1f} GB/s, ork decode at {roof[-1]:.2f} of it")
 m = statistics.median
 print(f"median: {peer} pp {m(lp):.2f} tg {m(lt):.2f} tok/s; ork pp {m(op):.2f} tg {m(ot):.2f} tok/s")
-print(f"ork / {peer}: prefill {m(op)/m(lp):.2f}x (rounds {min(a/b for a,b in zip(op,lp)):.2f}-{max(a/b for a,b in zip(op,lp)):.2f}), "
-      f"decode {m(ot)/m(lt):.2f}x (rounds {min(a/b for a,b in zip(ot,lt)):.2f}-{max(a/b for a,b in zip(ot,lt)):.2f})")
+# The median of the per-round ratios (as bench/compare.sh prints), their
+# range, and the ratio of the medians: the two statistics differ when the
+# bandwidth moves between rounds.
+def ratios(a, b):
+    r = [x / y for x, y in zip(a, b)]
+    return f"{m(r):.2f}x (rounds {min(r):.2f}-{max(r):.2f}; ratio of the medians {m(a)/m(b):.2f})"
+print(f"ork / {peer}: prefill {ratios(op, lp)}, decode {ratios(ot, lt)}")
 PY
 rm -rf "$OUT"
