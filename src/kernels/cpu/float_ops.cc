@@ -666,9 +666,10 @@ void AttentionGroupF16(const float* q, int group, const uint16_t* k, const uint1
   }
 }
 
-// `streams` equal parts read in lockstep (1, 2 or 4), four independent
-// vector sums in all so loads, not adds, set the pace; the words past the
-// last whole step of every part are summed at the end.
+// `streams` equal parts read in lockstep (1, 2 or 4), each a whole number
+// of steps, four independent vector sums in all so loads, not adds, set
+// the pace; the words after the last part (fewer than streams steps) are
+// summed one by one at the end.
 uint64_t StreamRead(const uint64_t* p, int64_t words, int streams) {
   const hn::ScalableTag<uint64_t> d;
   const auto L = static_cast<int64_t>(hn::Lanes(d));
