@@ -493,6 +493,20 @@ Status check_inputs(const PackOptions& o, const std::vector<GgufTensorInfo>& uni
                                  [&](const GgufTensorInfo& t) { return is_matrix(t) && std::regex_search(t.name, re); });
     if (!any) warn(o, fmt::format("tier rule '{}={}' matches no matrix of {}", rule.pattern, tier_name(rule.tier), o.input));
   }
+  // A rule or map may name q4k / q6k (a tier map written by a pack that
+  // carried does): only for the tensors they carry.
+  if (!o.rules.empty() || !o.tier_map.empty()) {
+    for (const GgufTensorInfo& t : units) {
+      if (!is_matrix(t)) continue;
+      ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t));
+      if (fixed && carried_tier(*fixed) && carrier_tier(t.type, static_cast<int64_t>(t.ne(0))) != fixed) {
+        return error(StatusCode::kInvalidArgument,
+                     "{}: tensor '{}' is {}, but tier {} only carries {} tensors of whole {}-weight blocks", o.input,
+                     escape_text(t.name), ggml_type_name(t.type), tier_name(*fixed),
+                     ggml_type_name(carried_source(*fixed)), carried_block(*fixed));
+      }
+    }
+  }
   if (o.imatrix == nullptr) return Status::ok();
   size_t matched = 0;
   std::string unknown;
@@ -534,6 +548,11 @@ int pack_threads(const PackOptions& o) {
 
 bool router_tensor(const std::string& name) { return name.find("ffn_gate_inp") != std::string::npos; }
 
+Status check_pack_inputs(const PackOptions& o) {
+  ORK_ASSIGN_OR_RETURN(GgufFile in, GgufFile::open(o.input));
+  return check_inputs(o, packing_units(in));
+}
+
 Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress) {
   ORK_ASSIGN_OR_RETURN(GgufFile in, GgufFile::open(o.input));
   if (o.imatrix != nullptr && o.imatrix->rotation_seed() != o.rotation_seed) {
@@ -562,17 +581,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
         if (!is_matrix(t)) return MaybeMeasured();
         ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t));
         std::optional<Tier> carried = carry_tier(o, t, fixed);
-        if (fixed && carried_tier(*fixed)) {
-          // A rule or map may name q4k / q6k (a tier map written by a pack
-          // that carried does): only for the tensors they carry.
-          if (carrier_tier(t.type, static_cast<int64_t>(t.ne(0))) != fixed) {
-            return error(StatusCode::kInvalidArgument,
-                         "{}: tensor '{}' is {}, but tier {} only carries {} tensors of whole {}-weight blocks",
-                         o.input, escape_text(t.name), ggml_type_name(t.type), tier_name(*fixed),
-                         ggml_type_name(carried_source(*fixed)), carried_block(*fixed));
-          }
-          carried = fixed;
-        }
+        if (fixed && carried_tier(*fixed)) carried = fixed;  // one it carries (check_inputs)
         if (carried) {
           Measured m;
           m.plan.name = t.name;

@@ -100,6 +100,12 @@ using PackProgress = std::function<void(int phase, size_t done, size_t total, co
 
 Result<PackReport> pack_model(const PackOptions& options, const PackProgress& progress = nullptr);
 
+// What pack_model checks before any work - the tier map's names, the rules'
+// carried tiers, the importance matrix if set - alone: a caller about to
+// collect an importance matrix first (minutes on a large model) asks this
+// before it, so that a mistake is told at once.
+Status check_pack_inputs(const PackOptions& options);
+
 // Whether a tensor is a MoE router (ffn_gate_inp), which keeps its values
 // exactly (f32, or bf16 where that holds them) whatever the plan.
 bool router_tensor(const std::string& name);

@@ -42,7 +42,7 @@ CASES = {
         "{ork} pack {td}/models/tinystories656K-f32.gguf -o out.orkpack --bpw 4.5 {v}",
         ["-t 1", "-t 2", "-t 2"], ["out.orkpack", "out.orkpack.tiers"], [], r"bits per weight"),
     "pack_moe_threads": (
-        "{ork} pack {td}/models/sotu-moe-f32.gguf -o out.orkpack --uniform i8s {v}",
+        "{ork} pack {td}/models/sotu-moe-f32.gguf -o out.orkpack --uniform i8s --calib-chunks 8 {v}",
         ["-t 1", "-t 2"], ["out.orkpack"], [], r"bits per weight"),
     "pack_calibrated": (
         "{ork} pack {td}/models/tinystories656K-f32.gguf -o out.orkpack --calib {td}/corpus/sotu-calibration.txt "

@@ -228,12 +228,21 @@ int pack(const PackCliOptions& c) {
     }
     if (Status st = plan_for_npu(c.npu, o); !st.is_ok()) return fail("--npu: " + st.message());
   }
+  if (c.sensitivity) {
+    if (quantized) return fail("--sensitivity weighs a plan of a float source's tiers; " + c.input + " is quantized (its blocks are carried)");
+    if (!c.uniform.empty()) return fail("--sensitivity weighs a plan; --uniform leaves nothing to plan");
+  }
+  {
+    // The rules and the tier map against the model before the importance
+    // matrix is collected (its warnings are told once, by the pack).
+    PackOptions first = o;
+    first.warn = nullptr;
+    if (const Status s = check_pack_inputs(first); !s.is_ok()) return fail(s.to_string());
+  }
   auto imatrix = importance(c, quantized, o);
   if (!imatrix.is_ok()) return fail(imatrix.status().to_string());
   if (*imatrix) o.imatrix = &**imatrix;
   if (c.sensitivity) {
-    if (quantized) return fail("--sensitivity weighs a plan of a float source's tiers; " + c.input + " is quantized (its blocks are carried)");
-    if (!c.uniform.empty()) return fail("--sensitivity weighs a plan; --uniform leaves nothing to plan");
     auto measured = sensitivity_of_each_group(c, o);
     if (!measured.is_ok()) return fail(measured.status().to_string());
     o.sensitivity = std::move(measured).value();
