@@ -383,6 +383,23 @@ std::vector<GgufTensorInfo> packing_units(const GgufFile& in) {
   return units;
 }
 
+// The share of decoded tokens that read a unit (PlanTensor::read_share):
+// a routed expert's experts used / experts, the token embedding one of its
+// rows (unless the output reuses it), any other tensor all of it.
+double unit_read_share(const GgufFile& in, const GgufTensorInfo& unit) {
+  if (matrix_group(unit.name) != unit.name) {
+    const std::string arch = in.find_string("general.architecture").value_or("");
+    const std::optional<int64_t> used = in.find_int(arch + ".expert_used_count");
+    const std::optional<int64_t> count = in.find_int(arch + ".expert_count");
+    if (used && count && *used > 0 && *count >= *used) return static_cast<double>(*used) / static_cast<double>(*count);
+    return 1.0;
+  }
+  if (unit.name == "token_embd.weight" && in.find_tensor("output.weight") != nullptr && unit.rows() > 0) {
+    return 1.0 / static_cast<double>(unit.rows());
+  }
+  return 1.0;
+}
+
 Result<std::vector<uint8_t>> build_metadata(const GgufFile& in, const PackOptions& o, const PackReport& report) {
   GgufWriter w;
   for (const auto& [key, value] : in.metadata()) {
@@ -573,6 +590,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
   // Pass 1: measure, one unit per worker.
   std::vector<Measured> measured;
   uint64_t fixed_bytes = 0, params = 0, source_bytes = 0;
+  double read_params = 0;  // per decoded token (unit_read_share)
   using MaybeMeasured = std::optional<Measured>;
   const Status measuring = ordered_parallel<MaybeMeasured>(
       units.size(), threads,
@@ -599,9 +617,11 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
       [&](size_t i, MaybeMeasured& m) -> Status {
         const GgufTensorInfo& t = units[i];
         params += t.elems;
+        read_params += static_cast<double>(t.elems) * (m ? unit_read_share(in, t) : 1.0);
         source_bytes += m && m->carried ? m->plan.options[0].bytes : t.bytes;
         if (progress) progress(0, i, units.size(), t.name);
         if (m) {
+          m->plan.read_share = unit_read_share(in, t);
           measured.push_back(std::move(*m));
         } else {
           fixed_bytes += tier_data_bytes(Tier::kF32, static_cast<int64_t>(t.rows()), tier_stored_k(static_cast<int64_t>(t.ne(0))));
@@ -653,8 +673,14 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
                                  o.bpw.value_or(0.0), 8.0 * static_cast<double>(smallest + fixed_bytes) / static_cast<double>(params));
     budget = smallest;
   }
+  // The decode budget: bytes a token reads of the planned tensors, after
+  // the vectors (read by every token).
+  std::optional<double> read_budget;
+  if (o.decode_bpw) {
+    read_budget = std::max(0.0, *o.decode_bpw * read_params / 8.0 - static_cast<double>(fixed_bytes));
+  }
   using Tiers = std::map<std::string, Tier>;
-  ORK_ASSIGN_OR_RETURN(Tiers tiers, plan_tiers(plan_input, budget));
+  ORK_ASSIGN_OR_RETURN(Tiers tiers, plan_tiers(plan_input, budget, read_budget));
 
   report.params = params;
   report.tier_map = tiers;
@@ -666,6 +692,8 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
     }
   }
   report.bytes = bytes;
+  report.read_params = read_params;
+  report.read_bytes = static_cast<double>(fixed_bytes) + plan_read_bytes(plan_input, tiers);
 
   // Pass 2: quantize and write.
   ORK_ASSIGN_OR_RETURN(std::vector<uint8_t> metadata, build_metadata(in, o, report));

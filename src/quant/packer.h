@@ -32,6 +32,10 @@ struct PackOptions {
   MappedFile* in_memory = nullptr;
   std::optional<double> bpw;        // budget as bits per weight over all parameters
   std::optional<uint64_t> budget;   // budget in bytes (all tensors)
+  // A second budget, on decode: the bits a token reads per weight it reads
+  // (each tensor's bytes and parameters times its PlanTensor::read_share:
+  // a MoE's routed experts at experts used / experts). Unset: none.
+  std::optional<double> decode_bpw;
   bool budget_is_default = false;   // if the budget cannot be met, pack the smallest plan instead of failing
   // Carry Q3_K .. Q6_K, Q8_0, ... tensors' own codes and scales into q4k / q6k
   // (quant/carry.h) unless a rule or the tier map fixes another tier:
@@ -90,6 +94,11 @@ struct PackReport {
   uint64_t params = 0;
   uint64_t bytes = 0;  // all tensors (planes + scales), as llama.cpp counts file bpw
   double bpw() const { return params ? 8.0 * static_cast<double>(bytes) / static_cast<double>(params) : 0.0; }
+  // What a decoded token reads, on average over the routing: parameters
+  // and bytes, each tensor's times its read share.
+  double read_params = 0;
+  double read_bytes = 0;
+  double decode_bpw() const { return read_params > 0 ? 8.0 * read_bytes / read_params : 0.0; }
   std::vector<PackedTensorReport> tensors;
   std::map<std::string, Tier> tier_map;
   std::string warning;  // set when the default budget could not be met

@@ -106,15 +106,17 @@ std::string matrix_group(const std::string& unit) {
   return unit.substr(0, dot);
 }
 
-Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& tensors, uint64_t budget) {
-  // Per tensor: its options on the lower convex hull of (bytes, error),
-  // cheapest first. Moving along the hull has decreasing error saved per byte.
-  struct Hull {
-    std::vector<TierOption> steps;
-    size_t at = 0;
-  };
+namespace {
+
+// A tensor's options on the lower convex hull of (bytes, error), cheapest
+// first: moving along it saves less error per byte at each step.
+struct Hull {
+  std::vector<TierOption> steps;
+  double read_share = 1.0;
+};
+
+Result<std::vector<Hull>> build_hulls(const std::vector<PlanTensor>& tensors) {
   std::vector<Hull> hulls(tensors.size());
-  uint64_t used = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const PlanTensor& t = tensors[i];
     std::vector<TierOption> opts;
@@ -129,6 +131,10 @@ Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& te
       return error(StatusCode::kInvalidArgument, "tensor '{}': sensitivity weight {} is not a positive number", t.name,
                    t.weight);
     }
+    if (!(t.read_share >= 0.0 && t.read_share <= 1.0)) {
+      return error(StatusCode::kInvalidArgument, "tensor '{}': read share {} is not in [0, 1]", t.name, t.read_share);
+    }
+    hulls[i].read_share = t.read_share;
     for (TierOption& o : opts) o.error *= t.weight;
     std::sort(opts.begin(), opts.end(), [](const TierOption& a, const TierOption& b) {
       return a.bytes != b.bytes ? a.bytes < b.bytes : a.error < b.error;
@@ -149,7 +155,81 @@ Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& te
       hull.push_back(o);
     }
     if (hull.empty()) return error(StatusCode::kInternal, "tensor '{}' has no tier options", t.name);
-    used += hull.front().bytes;
+  }
+  return hulls;
+}
+
+struct Greedy {
+  std::vector<size_t> at;  // each tensor's step on its hull
+  double error = 0;
+  double read = 0;
+  bool read_bound = false;  // a step within the byte budget was passed over for the read budget
+};
+
+// From every tensor's cheapest step, the next step that saves the most
+// error per unit of price, a byte costing 1 + price_of_read * read_share,
+// while both budgets hold (a step that breaks one is passed over; others
+// may fit). A tensor's price is its bytes times a constant of its own, so
+// its hull is the same whatever the price of a read.
+Greedy run_greedy(const std::vector<Hull>& hulls, uint64_t budget, double read_budget, double price_of_read) {
+  Greedy g;
+  g.at.assign(hulls.size(), 0);
+  uint64_t used = 0;
+  for (const Hull& h : hulls) {
+    used += h.steps.front().bytes;
+    g.read += h.read_share * static_cast<double>(h.steps.front().bytes);
+  }
+  struct Step {
+    double gain_per_price;
+    size_t tensor;
+    bool operator<(const Step& o) const { return gain_per_price < o.gain_per_price; }
+  };
+  std::priority_queue<Step> queue;
+  auto push_next = [&](size_t i) {
+    const Hull& h = hulls[i];
+    const size_t at = g.at[i];
+    if (at + 1 >= h.steps.size()) return;
+    const TierOption& a = h.steps[at];
+    const TierOption& b = h.steps[at + 1];
+    const double price = static_cast<double>(b.bytes - a.bytes) * (1.0 + price_of_read * h.read_share);
+    queue.push({(a.error - b.error) / price, i});
+  };
+  for (size_t i = 0; i < hulls.size(); ++i) push_next(i);
+  while (!queue.empty()) {
+    const Step s = queue.top();
+    queue.pop();
+    const Hull& h = hulls[s.tensor];
+    const size_t at = g.at[s.tensor];
+    const uint64_t extra = h.steps[at + 1].bytes - h.steps[at].bytes;
+    const double extra_read = h.read_share * static_cast<double>(extra);
+    if (used + extra > budget) continue;
+    if (g.read + extra_read > read_budget) {
+      g.read_bound = true;
+      continue;
+    }
+    used += extra;
+    g.read += extra_read;
+    ++g.at[s.tensor];
+    push_next(s.tensor);
+  }
+  for (size_t i = 0; i < hulls.size(); ++i) g.error += hulls[i].steps[g.at[i]].error;
+  return g;
+}
+
+}  // namespace
+
+Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& tensors, uint64_t budget) {
+  return plan_tiers(tensors, budget, std::nullopt);
+}
+
+Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& tensors, uint64_t budget,
+                                               std::optional<double> read_budget) {
+  ORK_ASSIGN_OR_RETURN(const std::vector<Hull> hulls, build_hulls(tensors));
+  uint64_t used = 0;
+  double read = 0;
+  for (const Hull& h : hulls) {
+    used += h.steps.front().bytes;
+    read += h.read_share * static_cast<double>(h.steps.front().bytes);
   }
   if (used > budget) {
     return error(StatusCode::kInvalidArgument,
@@ -157,33 +237,43 @@ Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& te
                  "relax --tier rules",
                  budget, used - budget, used);
   }
-  struct Step {
-    double gain_per_byte;
-    size_t tensor;
-    bool operator<(const Step& o) const { return gain_per_byte < o.gain_per_byte; }
-  };
-  std::priority_queue<Step> queue;
-  auto push_next = [&](size_t i) {
-    const Hull& h = hulls[i];
-    if (h.at + 1 >= h.steps.size()) return;
-    const TierOption& a = h.steps[h.at];
-    const TierOption& b = h.steps[h.at + 1];
-    queue.push({(a.error - b.error) / static_cast<double>(b.bytes - a.bytes), i});
-  };
-  for (size_t i = 0; i < hulls.size(); ++i) push_next(i);
-  while (!queue.empty()) {
-    const Step s = queue.top();
-    queue.pop();
-    Hull& h = hulls[s.tensor];
-    const uint64_t extra = h.steps[h.at + 1].bytes - h.steps[h.at].bytes;
-    if (used + extra > budget) continue;  // this tensor's next step does not fit; others may
-    used += extra;
-    ++h.at;
-    push_next(s.tensor);
+  if (read_budget && read > *read_budget) {
+    return error(StatusCode::kInvalidArgument,
+                 "the read budget of {:.0f} bytes a token is {:.0f} bytes short of the smallest plan's ({:.0f}); raise "
+                 "--decode-bpw or relax --tier rules",
+                 *read_budget, read - *read_budget, read);
+  }
+  const double reads = read_budget ? *read_budget : HUGE_VAL;
+  Greedy best = run_greedy(hulls, budget, reads, 0.0);
+  // Where the read budget binds, a read is priced at 2^-8 .. 2^16 of a
+  // file byte in turn (eight prices an octave), and the plan that keeps the
+  // least error wins: each price's plan holds both budgets, and the best
+  // lies near the price at which the two bind together. (A few hundred
+  // greedy passes: under a second for thousands of tensors.)
+  if (best.read_bound) {
+    for (int step = -8 * 8; step <= 16 * 8; ++step) {
+      Greedy g = run_greedy(hulls, budget, reads, std::exp2(step / 8.0));
+      if (g.error < best.error) best = std::move(g);
+    }
   }
   std::map<std::string, Tier> plan;
-  for (size_t i = 0; i < tensors.size(); ++i) plan[tensors[i].name] = hulls[i].steps[hulls[i].at].tier;
+  for (size_t i = 0; i < tensors.size(); ++i) plan[tensors[i].name] = hulls[i].steps[best.at[i]].tier;
   return plan;
+}
+
+double plan_read_bytes(const std::vector<PlanTensor>& tensors, const std::map<std::string, Tier>& plan) {
+  double read = 0;
+  for (const PlanTensor& t : tensors) {
+    const auto it = plan.find(t.name);
+    if (it == plan.end()) continue;
+    for (const TierOption& o : t.options) {
+      if (o.tier == it->second) {
+        read += t.read_share * static_cast<double>(o.bytes);
+        break;
+      }
+    }
+  }
+  return read;
 }
 
 }  // namespace ork

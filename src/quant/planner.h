@@ -32,6 +32,10 @@ struct PlanTensor {
   // others' (measured sensitivity; 1 for all when unmeasured): the plan
   // minimises the sum of weight * error.
   double weight = 1.0;
+  // The share of decoded tokens that read this tensor: a MoE's routed
+  // expert experts-used / experts (on average), the token embedding one
+  // row of its rows, any other 1. Weighs its bytes in a read budget.
+  double read_share = 1.0;
 };
 
 // The name a packing unit is measured under for sensitivity: a Mixture-of-
@@ -69,5 +73,17 @@ Status apply_fixed_tiers(std::vector<PlanTensor>& tensors, const std::vector<Tie
 // `budget_bytes` and the summed error is as small as the greedy finds.
 // Fails, saying by how much, if even the cheapest choice does not fit.
 Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& tensors, uint64_t budget_bytes);
+
+// The same under a second budget as well: the bytes a decoded token reads,
+// each tensor's bytes times its read_share, at most `read_budget`. Where
+// that binds, bytes are priced by what they cost decode too, so bits go
+// where a token reads them least often (a MoE's routed experts). Without
+// it, or where it does not bind, the plan is plan_tiers' above.
+Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& tensors, uint64_t budget_bytes,
+                                               std::optional<double> read_budget);
+
+// The bytes a decoded token reads of a plan: each tensor's chosen bytes
+// times its read_share.
+double plan_read_bytes(const std::vector<PlanTensor>& tensors, const std::map<std::string, Tier>& plan);
 
 }  // namespace ork

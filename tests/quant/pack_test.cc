@@ -379,6 +379,99 @@ TEST(Pack, SensitivityWeighsThePlan) {
       << r.status().message();
 }
 
+// A dense tensor read by every token and an expert read by one token in
+// eight, alike in size and errors. By bytes alone the plan cannot tell
+// them apart; under a read budget the expert takes the upgrade, which
+// costs decode an eighth as much.
+TEST(Planner, AReadBudgetBuysBitsWhereTokensReadLeast) {
+  std::vector<PlanTensor> t = {
+      {"dense", 100, {{Tier::kI4, 100, 10.0}, {Tier::kI8, 200, 1.0}}, std::nullopt},
+      {"expert", 100, {{Tier::kI4, 100, 10.0}, {Tier::kI8, 200, 1.5}}, std::nullopt},
+  };
+  t[1].read_share = 0.125;
+  // Room in the file for one upgrade: by error per byte, the dense one.
+  auto plan = plan_tiers(t, 300);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->at("dense"), Tier::kI8);
+  EXPECT_EQ(plan->at("expert"), Tier::kI4);
+  EXPECT_DOUBLE_EQ(plan_read_bytes(t, *plan), 200 + 12.5);
+  // A read budget that does not bind changes nothing.
+  plan = plan_tiers(t, 300, 212.5);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->at("dense"), Tier::kI8);
+  // One that binds: the expert's upgrade fits it, the dense one's does not.
+  plan = plan_tiers(t, 300, 150.0);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->at("dense"), Tier::kI4);
+  EXPECT_EQ(plan->at("expert"), Tier::kI8);
+  EXPECT_LE(plan_read_bytes(t, *plan), 150.0);
+  // Room for both in the file and in the reads: both.
+  plan = plan_tiers(t, 400, 225.0);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->at("dense"), Tier::kI8);
+  EXPECT_EQ(plan->at("expert"), Tier::kI8);
+  // Below the smallest plan's reads: an error saying by how much.
+  const auto short_of = plan_tiers(t, 400, 100.0);
+  ASSERT_FALSE(short_of.is_ok());
+  EXPECT_NE(short_of.status().message().find("the read budget of 100 bytes a token is 12 bytes short"), std::string::npos)
+      << short_of.status().message();
+  t[1].read_share = 1.5;
+  EXPECT_FALSE(plan_tiers(t, 400, 225.0).is_ok());
+}
+
+// Against every plan of a small model with two budgets: the planner's
+// choice holds both and its error is the least any plan holding both has,
+// or within what a greedy on the hulls may leave (a step that does not fit).
+TEST(Planner, TheTwoBudgetPlanIsNearTheBestThatHoldsBoth) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  int exact = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<PlanTensor> t;
+    for (int i = 0; i < 6; ++i) {
+      PlanTensor p;
+      p.name = "t" + std::to_string(i);
+      p.params = 100;
+      const double e0 = 5 + 10 * u(rng);
+      p.options = {{Tier::kI4, 100, e0}, {Tier::kI5, 125, e0 * (0.3 + 0.3 * u(rng))}, {Tier::kI8, 200, e0 * 0.05}};
+      p.read_share = i % 2 == 0 ? 1.0 : 0.125;
+      t.push_back(p);
+    }
+    const uint64_t budget = 600 + static_cast<uint64_t>(500 * u(rng));
+    const double reads = 3 * 100 + 3 * 12.5 + 250 * u(rng);
+    auto plan = plan_tiers(t, budget, reads);
+    ASSERT_TRUE(plan.is_ok());
+    auto cost = [&](const std::map<std::string, Tier>& p, uint64_t* bytes) {
+      double e = 0;
+      *bytes = 0;
+      for (const PlanTensor& x : t) {
+        for (const TierOption& o : x.options) {
+          if (o.tier == p.at(x.name)) {
+            e += o.error;
+            *bytes += o.bytes;
+          }
+        }
+      }
+      return e;
+    };
+    uint64_t bytes = 0;
+    const double got = cost(*plan, &bytes);
+    EXPECT_LE(bytes, budget);
+    EXPECT_LE(plan_read_bytes(t, *plan), reads + 1e-9);
+    double best = HUGE_VAL;
+    for (int code = 0; code < 729; ++code) {  // 3^6 plans
+      std::map<std::string, Tier> p;
+      for (int i = 0, c = code; i < 6; ++i, c /= 3) p[t[static_cast<size_t>(i)].name] = t[static_cast<size_t>(i)].options[static_cast<size_t>(c % 3)].tier;
+      uint64_t b = 0;
+      const double e = cost(p, &b);
+      if (b <= budget && plan_read_bytes(t, p) <= reads + 1e-9) best = std::min(best, e);
+    }
+    EXPECT_LE(got, best * 1.5 + 1e-9) << "trial " << trial;
+    exact += got <= best + 1e-9;
+  }
+  EXPECT_GE(exact, 20);  // a greedy, not a search: most, not all
+}
+
 TEST(Planner, DominatedOptionsAreSkipped) {
   // i5 costs more than nf4 and is worse: never chosen.
   std::vector<PlanTensor> t = {
@@ -484,6 +577,40 @@ TEST(Pack, ImportanceCountsAnExpertsRoutedTokens) {
   EXPECT_EQ(m->find("blk.0.attn_q.weight")->count, 256u);
   // The output matrix sees every position, not one row a window.
   EXPECT_EQ(m->find("output.weight")->count, 256u);
+}
+
+// A decode budget on a MoE (sotu-moe: 2 of 8 experts a token): a token
+// reads a routed expert's bytes a quarter as often as a dense tensor's, the
+// token embedding's one row. The plan under a read budget keeps the file
+// budget, reads no more than asked, and holds more of its bytes where a
+// token does not read them than the plan by file bytes alone.
+TEST(Pack, ADecodeBudgetPutsBitsInTheRoutedExperts) {
+  ORK_REQUIRE_TESTDATA("models/sotu-moe-f32.gguf");
+  PackOptions o;
+  o.input = testing::testdata("models/sotu-moe-f32.gguf");
+  o.output = ::testing::TempDir() + "/decode-budget.orkpack";
+  o.bpw = 4.5;
+  o.sample_rows = 64;  // the plan's inputs measured on fewer rows: the test is of the budgets
+  auto plain = pack_model(o);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  EXPECT_LT(plain->read_params, 0.5 * static_cast<double>(plain->params));
+  EXPECT_GT(plain->decode_bpw(), 4.5);  // this model's plan spends on the dense tensors
+  o.decode_bpw = 4.3;
+  auto read = pack_model(o);
+  ASSERT_TRUE(read.is_ok()) << read.status().to_string();
+  EXPECT_LE(read->bpw(), 4.5);
+  EXPECT_LE(read->decode_bpw(), 4.3 + 1e-9);
+  EXPECT_DOUBLE_EQ(read->read_params, plain->read_params);
+  // The bytes a token does not read (the experts it is not routed to, the
+  // embedding's other rows): more of the file is there.
+  auto unread = [](const PackReport& r) { return static_cast<double>(r.bytes) - r.read_bytes; };
+  EXPECT_GT(unread(*read), unread(*plain));
+  EXPECT_LT(read->read_bytes, plain->read_bytes);
+  o.decode_bpw = 3.0;
+  auto too_few = pack_model(o);
+  ASSERT_FALSE(too_few.is_ok());
+  EXPECT_NE(too_few.status().message().find("short of the smallest plan's"), std::string::npos)
+      << too_few.status().message();
 }
 
 // Second moments from fewer rows than columns are not trusted:

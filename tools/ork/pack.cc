@@ -35,6 +35,7 @@ constexpr int kBuiltinWindows = 64;
 struct PackCliOptions {
   std::string input, output;
   double bpw = 0;
+  double decode_bpw = 0;
   uint64_t budget = 0;
   std::string imatrix, calib, tiers_file, write_tiers;
   std::vector<std::string> rules;
@@ -194,6 +195,7 @@ int pack(const PackCliOptions& c) {
   o.threads = c.threads;
   if (c.budget > 0) o.budget = c.budget;
   if (c.bpw > 0) o.bpw = c.bpw;
+  if (c.decode_bpw > 0) o.decode_bpw = c.decode_bpw;
   if (!c.uniform.empty()) {
     auto rule = parse_tier_rule(".=" + c.uniform);
     if (!rule.is_ok()) return fail(rule.status().message());
@@ -270,6 +272,13 @@ int pack(const PackCliOptions& c) {
                c.output.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                static_cast<double>(report->bytes) / (1 << 20), static_cast<unsigned long long>(report->params),
                report->bpw(), rotated);
+  if (report->read_params < static_cast<double>(report->params) * 0.999) {
+    // A token reads less than the file: a MoE's routed experts, the
+    // embedding's one row.
+    std::fprintf(stderr, "ork: a decoded token reads %.2f MiB of it on average: %.3f bits per weight it reads%s\n",
+                 report->read_bytes / (1 << 20), report->decode_bpw(),
+                 o.decode_bpw ? fmt::format(" (--decode-bpw {:g})", *o.decode_bpw).c_str() : "");
+  }
   for (const auto& [tier, h] : histogram) {
     std::fprintf(stderr, "  %-4s %4d tensors %10.2f MiB\n", tier.c_str(), h.first, static_cast<double>(h.second) / (1 << 20));
   }
@@ -294,6 +303,11 @@ Runner add_pack(CLI::App& app) {
                  "one keeps its own size, its Q4_K...IQ4_XS tensors carried unchanged)")
       ->check(number_in(0, 32, true));
   app.add_option("--budget", c->budget, "Budget: total tensor bytes")->check(number_in(1, 1e18));
+  app.add_option("--decode-bpw", c->decode_bpw,
+                 "A second budget, on decode: bits per weight a decoded token reads (a MoE's routed experts count at "
+                 "experts used / experts, the token embedding at one row). The plan then buys accuracy where a token "
+                 "reads it least often, within both budgets (default: none; docs/QUALITY.md section 13)")
+      ->check(number_in(0, 32, true));
   auto* imatrix = app.add_option("--imatrix", c->imatrix, "Importance matrix from `ork imatrix`")->check(CLI::ExistingFile);
   auto* calib = app.add_option("--calib", c->calib, "Calibration text: collect an importance matrix first")
                     ->check(CLI::ExistingFile)
