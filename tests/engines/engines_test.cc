@@ -10,6 +10,7 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "core/thread_pool.h"
 #include "engines/activations.h"
 #include "engines/cpu/cpu_engine.h"
 #include "engines/npu/npu_engine.h"
@@ -316,7 +317,10 @@ TEST(Vnpu, PacedFencesWaitForTheModeledTime) {
 
 // One token through the CPU's decode loop: input_ready hands on each job's
 // input as the CPU quantized it (padded, rotated, int8), before any row is
-// computed; an engine without such a loop says it made none.
+// computed; an engine without such a loop says it made none. One thread:
+// the inputs are handed on while the engine's other threads start on the
+// rows (batch.cc), so "before any row" is certain only when the caller's
+// thread is the only one (the pool runs the lead first).
 TEST(Engines, InputReadyHandsOnTheCpusCodesBeforeTheRows) {
   const Weight a = make_weight(Tier::kI8s, 40, 100, 21), b = make_weight(Tier::kI4, 24, 100, 22);
   std::vector<WeightView> views = {a.weight(), b.weight()};
@@ -342,7 +346,8 @@ TEST(Engines, InputReadyHandsOnTheCpusCodesBeforeTheRows) {
   float want_scale = 0;
   int32_t want_sum = 0;
   pad_rotate_quantize(x.data(), 1, 100, a.k, 32, signs.get(a.k, 5), f32.data(), want.data(), &want_scale, &want_sum);
-  CpuEngine fast(CpuEngine::Kernels::kFast), slow(CpuEngine::Kernels::kReference);
+  ThreadPool one(1);
+  CpuEngine fast(CpuEngine::Kernels::kFast, &one), slow(CpuEngine::Kernels::kReference, &one);
   for (CpuEngine* e : {&fast, &slow}) {
     std::vector<int> seen;
     bool rows_untouched = true;
