@@ -565,9 +565,51 @@ int pack_threads(const PackOptions& o) {
 
 bool router_tensor(const std::string& name) { return name.find("ffn_gate_inp") != std::string::npos; }
 
+// The least a decoded token can read of the model - every tensor at its
+// fixed, carried or cheapest candidate tier, scales at two bytes a row -
+// against --decode-bpw, before any measuring: the planner's own check
+// (plan_tiers) comes after the calibration, and this bound is never above
+// what it finds, so it refuses no budget the planner would take.
+Status check_decode_budget(const PackOptions& o, const GgufFile& in, const std::vector<GgufTensorInfo>& units) {
+  if (!o.decode_bpw) return Status::ok();
+  double read_params = 0, least = 0;
+  for (const GgufTensorInfo& t : units) {
+    const auto rows = static_cast<int64_t>(t.rows());
+    const int64_t ks = tier_stored_k(static_cast<int64_t>(t.ne(0)));
+    if (!is_matrix(t)) {
+      read_params += static_cast<double>(t.elems);
+      least += static_cast<double>(tier_data_bytes(Tier::kF32, rows, ks));
+      continue;
+    }
+    ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t));
+    std::optional<Tier> carried = carry_tier(o, t, fixed);
+    if (fixed && carried_tier(*fixed)) carried = fixed;
+    std::vector<Tier> tiers = carried ? std::vector<Tier>{*carried} : fixed ? std::vector<Tier>{*fixed} : o.candidates;
+    uint64_t cheapest = UINT64_MAX;
+    for (Tier tier : tiers) {
+      const uint64_t b = carried ? tier_data_bytes(tier, rows, static_cast<int64_t>(t.ne(0)))
+                                 : tier_data_bytes(tier, rows, ks) + (tier_info(tier).has_scales ? 2ull * rows : 0);
+      cheapest = std::min(cheapest, b);
+    }
+    const double share = unit_read_share(in, t);
+    read_params += share * static_cast<double>(t.elems);
+    least += share * static_cast<double>(cheapest);
+  }
+  const double budget = *o.decode_bpw * read_params / 8.0;
+  if (least > budget) {
+    return error(StatusCode::kInvalidArgument,
+                 "--decode-bpw {:g}: a decoded token reads at least {:.3f} bits per weight of {} (every tensor at its "
+                 "cheapest tier); raise it or relax --tier rules",
+                 *o.decode_bpw, 8.0 * least / read_params, o.input);
+  }
+  return Status::ok();
+}
+
 Status check_pack_inputs(const PackOptions& o) {
   ORK_ASSIGN_OR_RETURN(GgufFile in, GgufFile::open(o.input));
-  return check_inputs(o, packing_units(in));
+  const std::vector<GgufTensorInfo> units = packing_units(in);
+  ORK_RETURN_IF_ERROR(check_inputs(o, units));
+  return check_decode_budget(o, in, units);
 }
 
 Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress) {

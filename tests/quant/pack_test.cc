@@ -606,11 +606,21 @@ TEST(Pack, ADecodeBudgetPutsBitsInTheRoutedExperts) {
   auto unread = [](const PackReport& r) { return static_cast<double>(r.bytes) - r.read_bytes; };
   EXPECT_GT(unread(*read), unread(*plain));
   EXPECT_LT(read->read_bytes, plain->read_bytes);
+  EXPECT_TRUE(check_pack_inputs(o).is_ok());
   o.decode_bpw = 3.0;
   auto too_few = pack_model(o);
   ASSERT_FALSE(too_few.is_ok());
   EXPECT_NE(too_few.status().message().find("short of the smallest plan's"), std::string::npos)
       << too_few.status().message();
+  // The same told before any work (ork pack asks before calibrating), from
+  // a bound on the least a token reads that the planner's is never below.
+  const Status early = check_pack_inputs(o);
+  ASSERT_FALSE(early.is_ok());
+  EXPECT_NE(early.message().find("--decode-bpw 3: a decoded token reads at least 4.1"), std::string::npos)
+      << early.message();
+  o.decode_bpw = 4.17;  // just above this model's least (4.169)
+  EXPECT_TRUE(check_pack_inputs(o).is_ok());
+  EXPECT_TRUE(pack_model(o).is_ok());
 }
 
 // Second moments from fewer rows than columns are not trusted:
