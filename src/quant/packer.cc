@@ -269,6 +269,13 @@ Result<std::optional<Tier>> fixed_tier(const PackOptions& o, const GgufTensorInf
   return one[0].fixed;
 }
 
+// The tier a unit is carried at, if any: carry_tier's, or a carried tier
+// a rule or map fixes (check_inputs has checked that it carries it).
+std::optional<Tier> unit_carried_tier(const PackOptions& o, const GgufTensorInfo& t, std::optional<Tier> fixed) {
+  if (fixed && carried_tier(*fixed)) return fixed;
+  return carry_tier(o, t, fixed);
+}
+
 Result<Measured> measure(const PackOptions& o, const GgufTensorInfo& t, uint64_t seed, std::optional<Tier> fixed) {
   Measured m;
   m.plan.name = t.name;
@@ -582,8 +589,7 @@ Status check_decode_budget(const PackOptions& o, const GgufFile& in, const std::
       continue;
     }
     ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t));
-    std::optional<Tier> carried = carry_tier(o, t, fixed);
-    if (fixed && carried_tier(*fixed)) carried = fixed;
+    const std::optional<Tier> carried = unit_carried_tier(o, t, fixed);
     std::vector<Tier> tiers = carried ? std::vector<Tier>{*carried} : fixed ? std::vector<Tier>{*fixed} : o.candidates;
     uint64_t cheapest = UINT64_MAX;
     for (Tier tier : tiers) {
@@ -640,8 +646,7 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
         const GgufTensorInfo& t = units[i];
         if (!is_matrix(t)) return MaybeMeasured();
         ORK_ASSIGN_OR_RETURN(const std::optional<Tier> fixed, fixed_tier(o, t));
-        std::optional<Tier> carried = carry_tier(o, t, fixed);
-        if (fixed && carried_tier(*fixed)) carried = fixed;  // one it carries (check_inputs)
+        const std::optional<Tier> carried = unit_carried_tier(o, t, fixed);
         if (carried) {
           Measured m;
           m.plan.name = t.name;
@@ -659,11 +664,12 @@ Result<PackReport> pack_model(const PackOptions& o, const PackProgress& progress
       [&](size_t i, MaybeMeasured& m) -> Status {
         const GgufTensorInfo& t = units[i];
         params += t.elems;
-        read_params += static_cast<double>(t.elems) * (m ? unit_read_share(in, t) : 1.0);
+        const double share = m ? unit_read_share(in, t) : 1.0;
+        read_params += static_cast<double>(t.elems) * share;
         source_bytes += m && m->carried ? m->plan.options[0].bytes : t.bytes;
         if (progress) progress(0, i, units.size(), t.name);
         if (m) {
-          m->plan.read_share = unit_read_share(in, t);
+          m->plan.read_share = share;
           measured.push_back(std::move(*m));
         } else {
           fixed_bytes += tier_data_bytes(Tier::kF32, static_cast<int64_t>(t.rows()), tier_stored_k(static_cast<int64_t>(t.ne(0))));

@@ -159,6 +159,20 @@ Result<std::vector<Hull>> build_hulls(const std::vector<PlanTensor>& tensors) {
   return hulls;
 }
 
+// Bytes and reads of the plan that takes every tensor's cheapest step.
+struct Totals {
+  uint64_t bytes = 0;
+  double read = 0;
+};
+Totals cheapest_totals(const std::vector<Hull>& hulls) {
+  Totals t;
+  for (const Hull& h : hulls) {
+    t.bytes += h.steps.front().bytes;
+    t.read += h.read_share * static_cast<double>(h.steps.front().bytes);
+  }
+  return t;
+}
+
 struct Greedy {
   std::vector<size_t> at;  // each tensor's step on its hull
   double error = 0;
@@ -174,11 +188,9 @@ struct Greedy {
 Greedy run_greedy(const std::vector<Hull>& hulls, uint64_t budget, double read_budget, double price_of_read) {
   Greedy g;
   g.at.assign(hulls.size(), 0);
-  uint64_t used = 0;
-  for (const Hull& h : hulls) {
-    used += h.steps.front().bytes;
-    g.read += h.read_share * static_cast<double>(h.steps.front().bytes);
-  }
+  const Totals start = cheapest_totals(hulls);
+  uint64_t used = start.bytes;
+  g.read = start.read;
   struct Step {
     double gain_per_price;
     size_t tensor;
@@ -225,12 +237,9 @@ Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& te
 Result<std::map<std::string, Tier>> plan_tiers(const std::vector<PlanTensor>& tensors, uint64_t budget,
                                                std::optional<double> read_budget) {
   ORK_ASSIGN_OR_RETURN(const std::vector<Hull> hulls, build_hulls(tensors));
-  uint64_t used = 0;
-  double read = 0;
-  for (const Hull& h : hulls) {
-    used += h.steps.front().bytes;
-    read += h.read_share * static_cast<double>(h.steps.front().bytes);
-  }
+  const Totals least = cheapest_totals(hulls);
+  const uint64_t used = least.bytes;
+  const double read = least.read;
   if (used > budget) {
     return error(StatusCode::kInvalidArgument,
                  "the budget of {} bytes is {} bytes short of the smallest plan ({} bytes); raise --bpw/--budget or "
