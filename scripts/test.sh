@@ -17,29 +17,33 @@ JOBS=$(nproc)
 # What the tests convert or calibrate goes into the build tree, never into
 # the user's ~/.cache/ork (kept between runs: calibrations are reused).
 export ORK_CACHE_DIR="${ORK_CACHE_DIR:-$PWD/build/test-cache}"
+# Each step says when it starts, how long the run has taken so far: CI keeps
+# only a failed run's log, and the suite's time budget is read off it.
+step() { echo "== $* (at $((SECONDS / 60)) min $((SECONDS % 60)) s)"; }
+trap 'echo "== test.sh ended after $((SECONDS / 60)) min $((SECONDS % 60)) s"' EXIT
 
-echo "== release build and tests"
+step "release build and tests"
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$JOBS"
 ctest --preset release -j "$JOBS"
 
 if [ "${ORK_TEST_QUICK:-0}" = "1" ]; then exit 0; fi
 
-echo "== sanitizer build (ASan + UBSan) and tests"
+step "sanitizer build (ASan + UBSan) and tests"
 cmake --preset sanitize >/dev/null
 cmake --build --preset sanitize -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --preset sanitize -j "$JOBS" -LE slow
 
-echo "== ThreadSanitizer: the threaded tests (scripts/tsan.sh)"
+step "ThreadSanitizer: the threaded tests (scripts/tsan.sh)"
 scripts/tsan.sh
 
-echo "== aarch64 cross build; kernel tests on NEON under qemu-aarch64"
+step "aarch64 cross build; kernel tests on NEON under qemu-aarch64"
 cmake --preset arm64 >/dev/null
 cmake --build --preset arm64 -j "$JOBS"
 ctest --preset arm64 -j "$JOBS"
 
 FUZZ_TARGETS="gguf orkpack tokenizer tier_map imatrix chat_template server_request blocks"
-echo "== fuzzing every reader of user input (${FUZZ_TARGETS}) for ${ORK_FUZZ_SECONDS:-20}s each"
+step "fuzzing every reader of user input (${FUZZ_TARGETS}) for ${ORK_FUZZ_SECONDS:-20}s each"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$JOBS" --target $(for t in $FUZZ_TARGETS; do printf '%s_fuzz ' "$t"; done)
 for t in $FUZZ_TARGETS; do
