@@ -87,10 +87,12 @@ double Overlay::since_finish_us() const {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - last_finish_).count();
 }
 
+double Overlay::depth_us() const { return std::max(kCreditUs, 2 * job_cost_us_); }
+
 bool Overlay::affordable(int planned) const {
   if (!budgeted()) return true;
   const double spent_us = static_cast<double>(spent_ns_.load(std::memory_order_relaxed)) / 1e3;
-  const double credit = std::min(credit_us_ + options_.overlay_budget * since_finish_us(), kCreditUs);
+  const double credit = std::min(credit_us_ + options_.overlay_budget * since_finish_us(), depth_us());
   return credit - spent_us >= (planned + 1) * job_cost_us_;
 }
 
@@ -231,7 +233,7 @@ void Overlay::begin_step() {
 
 void Overlay::end_step() {
   if (!budgeted()) return;
-  credit_us_ = std::min(credit_us_ + options_.overlay_budget * since_finish_us(), kCreditUs);
+  credit_us_ = std::min(credit_us_ + options_.overlay_budget * since_finish_us(), depth_us());
   last_finish_ = std::chrono::steady_clock::now();
 }
 
@@ -264,7 +266,7 @@ void Overlay::finish(double cpu_us) {
     host_us_ += spent_us;
     if (budgeted()) {
       if (call_jobs_ > 0) job_cost_us_ = 0.9 * job_cost_us_ + 0.1 * spent_us / call_jobs_;
-      credit_us_ = std::min(credit_us_ + options_.overlay_budget * since_finish_us(), kCreditUs) - spent_us;
+      credit_us_ = std::min(credit_us_ + options_.overlay_budget * since_finish_us(), depth_us()) - spent_us;
       last_finish_ = std::chrono::steady_clock::now();
     }
   }

@@ -105,6 +105,9 @@ class Overlay {
   bool timed() const { return enabled() && options_.clock == OverlayClock::kWall; }
   bool budgeted() const { return timed() && options_.overlay_budget < 1.0; }
   double since_finish_us() const;
+  // The bucket's depth: kCreditUs, or two jobs at their measured cost where
+  // a job costs more (a bucket shallower than one job never affords it).
+  double depth_us() const;
   // Times a public call's host work into spent_ns_ (wall clock only).
   class Charge;
   Result<int> open_job(const WeightView& w, const float* x, float* cpu_y, double cpu_us_before, const QuantizedToken* xq);
@@ -136,8 +139,10 @@ class Overlay {
   double cpu_now_us_ = 0, npu_free_us_ = 0, cpu_elapsed_us_ = 0;
   uint64_t serial_ = 0;  // overlay jobs opened so far (the forced clock's hash input)
   // The host budget, a token bucket: credit carried from call to call (at
-  // most kCreditUs, the bucket's depth, which it starts with: a burst of a
-  // few jobs, never a long stretch's savings), the host time the current
+  // most depth_us(), kCreditUs unless two jobs cost more; it starts with
+  // kCreditUs: a burst of a few jobs, never a long stretch's savings; a
+  // fixed 100 us had starved any device whose job took the host longer,
+  // at any budget below 1), the host time the current
   // call's jobs have taken (any thread), the jobs it opened, and a job's
   // measured cost (a running mean).
   static constexpr double kCreditUs = 100;
