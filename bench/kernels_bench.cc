@@ -235,7 +235,9 @@ BENCHMARK(BM_AttentionGroup)->ArgsProduct({{0, 1, 2}, {2048, 8192}})->ArgNames({
 // loop per group over its rows in blocks of 4, shares of at least 8 blocks
 // claimed as the threads free up, all threads of the machine, over i4
 // matrices on huge pages larger than the caches. Arg 0: the GEMV kernel;
-// arg 1: a plain vectorised read of the same bytes in the same loops, the
+// arg 1: a plain vectorised read of the same bytes in the same loops, as
+// four streams a share (the probe's best: in session 41 one stream a share
+// read 52-60 GB/s at two threads, two 57, four 65-70, the probe 72), the
 // most these loops can read. Their GB/s side by side is the kernel's
 // fraction of what the access pattern allows. Two stacks:
 //   BM_DecodeLoops: llama-1b (16 layers of q/k/v, o, gate/up and down, then
@@ -361,7 +363,7 @@ void RunDecodeLoops(benchmark::State& state, DecodeStack& s) {
               const int64_t r0 = 4 * (b - first[i]), r1 = std::min(w.rows, 4 * (end - first[i]));
               if (plain) {
                 const auto* p = reinterpret_cast<const uint64_t*>(w.p0 + r0 * w.k / 2);
-                sink.fetch_add(cpu::stream_read(p, (r1 - r0) * w.k / 16), std::memory_order_relaxed);
+                sink.fetch_add(cpu::stream_read(p, (r1 - r0) * w.k / 16, 4), std::memory_order_relaxed);
               } else {
                 cpu::quant_matmul(w, {s.q.data(), &s.act_scale, &s.act_sum, w.k, 1}, y.data(), w.rows, r0, r1);
               }

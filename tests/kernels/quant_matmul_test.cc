@@ -183,7 +183,9 @@ TEST_F(EveryTarget, QuantMatmulMatchesReferenceForEveryKind) {
                           // A chunk's last 2-7 tokens in one padded tile (AVX-512 VNNI): 2, 3, 7 after a tile of 8.
                           {6, 2144, 10, 0, 6}, {5, 96, 11, 1, 5},  {9, 2048, 15, 0, 9},
                           // Decode of rows of 3, 5, 66 and 67 groups, one token.
-                          {5, 96, 1, 0, 5},    {4, 160, 1, 1, 4},   {3, 2112, 1, 0, 3},  {6, 2144, 1, 1, 5}};
+                          {5, 96, 1, 0, 5},    {4, 160, 1, 1, 4},   {3, 2112, 1, 0, 3},  {6, 2144, 1, 1, 5},
+                          // Decode's streams several rows long, with a tail of 1-3 rows (DecodeFar4, DecodeFar).
+                          {23, 96, 1, 2, 21},  {17, 2048, 1, 0, 17}, {42, 160, 1, 3, 41}};
   for (CodeKind kind : kKinds) {
     for (const Shape& s : shapes) {
       for (int misalign : {0, 1}) {

@@ -367,6 +367,12 @@ HWY_INLINE void PrefetchSpan(const uint8_t* p) {
 // `ork calibrate` would fit both; not built.
 constexpr int64_t kFarPrefetchBytes = 4096;
 
+// The offset kinds' decode (DecodeFar) reads R streams a thread and splits
+// one window of prefetches between them: each stream kDecodeWindowBytes / R
+// ahead, as far as kFarPrefetchBytes with two streams. Four streams at 2 KB
+// read faster than four at 4 KB (DecodeFar's measurements).
+constexpr int64_t kDecodeWindowBytes = 2 * kFarPrefetchBytes;
+
 // How far ahead a tile of at most four tokens prefetches its successors'
 // rows: tiles that many bytes on, not the next one. Such a tile computes
 // so little per byte (a 1 KB i4 row of K = 2048 in about 90 ns) that one
@@ -422,8 +428,10 @@ HWY_INLINE void TileSums(const QuantWeights& w, const int8_t* panel, int64_t r0,
   const int64_t ahead = T <= 4 ? std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1))) : 1;
   const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
   const uint8_t* next1 = b1 > 0 ? w.p1 + (r0 + R * ahead) * b1 : nullptr;
-  // kFar: plane 1 as many rows ahead as plane 0 (at least one).
-  const int64_t far1 = b1 * std::max<int64_t>(1, kFarPrefetchBytes / b0);
+  // kFar: each of the R streams a share of the window ahead; plane 1 as
+  // many rows ahead as plane 0 (at least one).
+  constexpr int64_t far0 = kDecodeWindowBytes / R;
+  const int64_t far1 = b1 * std::max<int64_t>(1, far0 / b0);
 
   // With the dot product, a step's second code vector sums into acc1: one
   // instruction per vector leaves its latency the bound unless two chains
@@ -449,7 +457,7 @@ HWY_INLINE void TileSums(const QuantWeights& w, const int8_t* panel, int64_t r0,
   auto run_step = [&](int64_t at_step, auto&& mac) HWY_ATTR {
     if constexpr (kFar) {
       for (int r = 0; r < R; ++r) {
-        PrefetchSpan<step0>(row0[r] + kFarPrefetchBytes + at_step * step0);
+        PrefetchSpan<step0>(row0[r] + far0 + at_step * step0);
         if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + far1 + at_step * step1);
       }
     } else {
@@ -588,6 +596,28 @@ HWY_NOINLINE void DecodeFar(const QuantWeights& w, const QuantActs& a, const int
   if (r < r0 + half) Tile<K, 2, 1, kDot, true>(w, a, panel, r, 0, y, ldy, half);
 }
 
+// Decode of the one-plane nibble kinds (i4, nf4; kFourBit): four streams,
+// rows [r0 + i quarter, r0 + (i + 1) quarter) for i < 4, read in lockstep
+// one row of each at a time, the four sums reduced at once. Session 41, a
+// Zen 5 (AVX3_VNNI), llama-1b packed uniform at each kind, `ork bench -p 0
+// -n 32 -r 3`, two streams against four in alternating runs of one sitting:
+// two threads i4 70.3 -> 77.4 % of the probe, nf4 66-69 -> 78 %; one thread
+// i4 80 -> 88 %, nf4 78 -> 96 %. The kinds with a second plane (i5, i6, i8s:
+// each stream two) and i8 (twice the bytes a step) lost 3-10 % with four
+// and stay with DecodeFar. Four streams at 4 KB ahead each gained nothing
+// (BM_DecodeLoops); the window split in four (2 KB each) did.
+template <CodeKind K, bool kDot>
+HWY_NOINLINE void DecodeFar4(const QuantWeights& w, const QuantActs& a, const int8_t* panel, int64_t r0,
+                             int64_t quarter, float* y, int64_t ldy) {
+  for (int64_t r = r0; r < r0 + quarter; ++r) {
+    VI32 acc[4][1];
+    TileSums<K, 4, 1, kDot, true>(w, panel, r, quarter, acc);
+    int32_t dots[4][1];
+    TileDots<4, 1>(acc, dots);
+    for (int i = 0; i < 4; ++i) TileStore<K, 1, kDot>(w, a, dots[i], r + i * quarter, 0, y, ldy);
+  }
+}
+
 #include "kernels/cpu/wide_tile-inl.h"  // TileWide: the batch tile on AVX-512 VNNI
 
 // The R x T batch tile (R adjacent rows): TileWide where the CPU has
@@ -693,7 +723,9 @@ void MatmulPrefill(const QuantWeights& w, const QuantActs& a, float* y, int64_t 
 // real loads ahead in place of prefetches were slower. (There a plain read
 // gained nothing from more streams; a Zen 5 core reads about 1.2x more from
 // two than from one - docs/BENCHMARKS.md's header - and four far streams
-// were still slower than two for this kernel, session 37.) Batches
+// were still slower than two for this kernel, session 37, each 4 KB
+// ahead; split into 2 KB a stream, four won for i4 and nf4 in session 41:
+// DecodeFar4.) Batches
 // of two or three tokens keep four adjacent rows per tile, where two tokens
 // share each inflated weight. The activations go into a panel first, so
 // the steps load them in code order without shuffles.
@@ -708,6 +740,12 @@ void MatmulKind(const QuantWeights& w, const QuantActs& a, float* y, int64_t ldy
   if (a.n % 2 == 1) PanelActs<Codes<K>::kNibbleOrder>(a.q + 2 * pairs * a.k, 1, a.k, panel + 2 * pairs * a.k);
   const int8_t* single = panel + 2 * pairs * a.k;
   if (a.n == 1) {
+    if constexpr (kFourBit<K>) {
+      const int64_t quarter = (row_end - row_begin) / 4;
+      DecodeFar4<K, kDot>(w, a, single, row_begin, quarter, y, ldy);
+      for (int64_t r = row_begin + 4 * quarter; r < row_end; ++r) Tile<K, 1, 1, kDot>(w, a, single, r, 0, y, ldy);
+      return;
+    }
     const int64_t half = (row_end - row_begin) / 2;
     DecodeFar<K, kDot>(w, a, single, row_begin, half, y, ldy);
     if ((row_end - row_begin) % 2 == 1) Tile<K, 1, 1, kDot>(w, a, single, row_end - 1, 0, y, ldy);
