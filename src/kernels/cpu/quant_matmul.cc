@@ -367,10 +367,11 @@ HWY_INLINE void PrefetchSpan(const uint8_t* p) {
 // `ork calibrate` would fit both; not built.
 constexpr int64_t kFarPrefetchBytes = 4096;
 
-// The offset kinds' decode (DecodeFar) reads R streams a thread and splits
-// one window of prefetches between them: each stream kDecodeWindowBytes / R
-// ahead, as far as kFarPrefetchBytes with two streams. Four streams at 2 KB
-// read faster than four at 4 KB (DecodeFar's measurements).
+// The offset kinds' decode (DecodeFar, DecodeFar4) reads R streams a
+// thread and splits one window of prefetches between them: each stream
+// kDecodeWindowBytes / R ahead, as far as kFarPrefetchBytes with two
+// streams. Four streams at 2 KB read faster than four at 4 KB (DecodeFar4's
+// measurements).
 constexpr int64_t kDecodeWindowBytes = 2 * kFarPrefetchBytes;
 
 // How far ahead a tile of at most four tokens prefetches its successors'
