@@ -26,7 +26,8 @@ TEST(ThreadPool, CoversEveryIndexOnceForAnySize) {
   }
 }
 
-TEST(ThreadPool, SharedScheduleCoversEveryIndexOnceInSlicesOfAtLeastTheGrain) {
+TEST(ThreadPool, SharedAndGuidedSchedulesCoverEveryIndexOnceInSlicesOfAtLeastTheGrain) {
+  for (auto schedule : {ThreadPool::Schedule::kShared, ThreadPool::Schedule::kGuided})
   for (int threads : {1, 2, 3, 8}) {
     ThreadPool pool(threads);
     for (int64_t n : {0, 1, 2, 7, 100, 1001}) {
@@ -46,7 +47,7 @@ TEST(ThreadPool, SharedScheduleCoversEveryIndexOnceInSlicesOfAtLeastTheGrain) {
               }
               ++slices;
             },
-            grain, ThreadPool::Schedule::kShared);
+            grain, schedule);
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << threads << " " << n;
         EXPECT_GE(smallest.load(), std::min(n, grain)) << threads << " " << n << " " << grain;
         if (threads > 1 && n >= 4 * grain * threads) {
@@ -58,22 +59,36 @@ TEST(ThreadPool, SharedScheduleCoversEveryIndexOnceInSlicesOfAtLeastTheGrain) {
 }
 
 // A thread held up in its first slice: the others take over the rest.
-TEST(ThreadPool, SharedScheduleLetsTheOtherThreadsTakeOverFromASlowOne) {
-  ThreadPool pool(2);
-  std::atomic<int64_t> by_slow{0}, total{0};
-  std::atomic<bool> first{true};
-  pool.run(
-      1000,
-      [&](int64_t b, int64_t e) {
-        if (first.exchange(false)) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          by_slow += e - b;
-        }
-        total += e - b;
-      },
-      1, ThreadPool::Schedule::kShared);
-  EXPECT_EQ(total.load(), 1000);
-  EXPECT_LE(by_slow.load(), 250);  // its first claim: half of the work shared by two
+// Shared: its first claim is a quarter of the work (half of what two share);
+// guided: half, the whole share, and the rest goes in halves of what is
+// left - about log2(1000) claims, where a quarter at a time makes about
+// twice as many.
+TEST(ThreadPool, SharedAndGuidedSchedulesLetTheOtherThreadsTakeOverFromASlowOne) {
+  struct Case {
+    ThreadPool::Schedule schedule;
+    int64_t first_claim;
+    int max_claims;
+  };
+  for (const Case& c : {Case{ThreadPool::Schedule::kShared, 250, 40}, Case{ThreadPool::Schedule::kGuided, 500, 12}}) {
+    ThreadPool pool(2);
+    std::atomic<int64_t> by_slow{0}, total{0};
+    std::atomic<int> claims{0};
+    std::atomic<bool> first{true};
+    pool.run(
+        1000,
+        [&](int64_t b, int64_t e) {
+          ++claims;
+          if (first.exchange(false)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            by_slow += e - b;
+          }
+          total += e - b;
+        },
+        1, c.schedule);
+    EXPECT_EQ(total.load(), 1000);
+    EXPECT_LE(by_slow.load(), c.first_claim);
+    EXPECT_LE(claims.load(), c.max_claims);
+  }
 }
 
 TEST(ThreadPool, SmallWorkStaysOnTheCaller) {

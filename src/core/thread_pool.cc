@@ -88,7 +88,7 @@ void ThreadPool::run_share(int index) {
   }
   int64_t b = next_.load(std::memory_order_relaxed);
   while (b < n_) {
-    const int64_t e = std::min(n_, b + std::max(grain_, (n_ - b) / (2 * slices_)));
+    const int64_t e = std::min(n_, b + std::max(grain_, (n_ - b) / claim_divisor_));
     if (next_.compare_exchange_weak(b, e, std::memory_order_relaxed)) {
       (*fn_)(b, e);
       b = next_.load(std::memory_order_relaxed);
@@ -113,7 +113,8 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
   fn_ = &fn;
   n_ = n;
   slices_ = slices;
-  shared_ = schedule == Schedule::kShared;
+  shared_ = schedule != Schedule::kStatic;
+  claim_divisor_ = (schedule == Schedule::kGuided ? 1 : 2) * slices;
   grain_ = std::max<int64_t>(1, min_per_thread);
   next_.store(0, std::memory_order_relaxed);
   pending_.store(static_cast<uint32_t>(workers_.size()), std::memory_order_relaxed);

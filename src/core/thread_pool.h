@@ -37,7 +37,10 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  enum class Schedule { kStatic, kShared };
+  // kGuided: as kShared, but each claim is a whole share of what is left
+  // (half of it for two threads), so a thread reads fewer, longer runs of
+  // items and a slow one holds at most its first claim.
+  enum class Schedule { kStatic, kShared, kGuided };
 
   // Slices smaller than `min_per_thread` items are not worth a thread.
   // `lead`, when given, runs once on the calling thread after the workers
@@ -70,6 +73,8 @@ class ThreadPool {
   int64_t n_ = 0;
   int slices_ = 0;
   bool shared_ = false;
+  // kShared: claims of (items left) / (2 x slices); kGuided: / slices.
+  int claim_divisor_ = 2;
   int64_t grain_ = 1;
   bool timing_ = false;
   double loop_seconds_ = 0;
