@@ -233,7 +233,8 @@ BENCHMARK(BM_AttentionGroup)->ArgsProduct({{0, 1, 2}, {2048, 8192}})->ArgNames({
 
 // Decode's matmul loops as Context::matmuls_together runs them: one pool
 // loop per group over its rows in blocks of 4, shares of at least 8 blocks
-// claimed as the threads free up, all threads of the machine, over i4
+// claimed as the threads free up (each a whole share of what is left, as
+// the engine claims them), all threads of the machine, over i4
 // matrices on huge pages larger than the caches. Arg 0: the GEMV kernel;
 // arg 1: a plain vectorised read of the same bytes in the same loops, as
 // four streams a share (the probe's best: in session 41 one stream a share
@@ -345,7 +346,15 @@ void RunDecodeLoops(benchmark::State& state, DecodeStack& s) {
     for (size_t m : s.groups[g]) bytes += static_cast<uint64_t>(s.mats[m].rows * s.mats[m].k / 2);
   }
   ThreadPool& pool = ThreadPool::global();
-  std::vector<float> y(static_cast<size_t>(DecodeStack::kMaxRows));
+  // Each matrix of a loop writes its own rows of y, as the engine's jobs
+  // do (one y shared by all of them had the threads writing the same lines).
+  size_t most_rows = 0;
+  for (const auto& group : s.groups) {
+    size_t rows = 0;
+    for (size_t m : group) rows += static_cast<size_t>(s.mats[m].rows + 3) / 4 * 4;
+    most_rows = std::max(most_rows, rows);
+  }
+  std::vector<float> y(most_rows);
   std::atomic<uint64_t> sink{0};
   for (auto _ : state) {
     for (size_t g = 0; g < s.groups.size(); ++g) {
@@ -365,12 +374,13 @@ void RunDecodeLoops(benchmark::State& state, DecodeStack& s) {
                 const auto* p = reinterpret_cast<const uint64_t*>(w.p0 + r0 * w.k / 2);
                 sink.fetch_add(cpu::stream_read(p, (r1 - r0) * w.k / 16, 4), std::memory_order_relaxed);
               } else {
-                cpu::quant_matmul(w, {s.q.data(), &s.act_scale, &s.act_sum, w.k, 1}, y.data(), w.rows, r0, r1);
+                cpu::quant_matmul(w, {s.q.data(), &s.act_scale, &s.act_sum, w.k, 1}, y.data() + 4 * first[i], w.rows, r0,
+                                  r1);
               }
               b = end;
             }
           },
-          8, ThreadPool::Schedule::kShared);
+          8, ThreadPool::Schedule::kGuided);
     }
     benchmark::DoNotOptimize(y.data());
   }
