@@ -66,7 +66,7 @@ INSTANTIATE_TEST_SUITE_P(KQuants, CarryFixture,
                                            Case{"Q6_K", Tier::kQ6k}, Case{"Q8_0", Tier::kQ80}, Case{"Q4_0", Tier::kQ40},
                                            Case{"Q4_1", Tier::kQ41}, Case{"Q5_0", Tier::kQ50}, Case{"Q5_1", Tier::kQ51},
                                            Case{"IQ4_NL", Tier::kIq4nl}, Case{"IQ4_XS", Tier::kIq4xs}),
-                         [](const auto& info) { return std::string(info.param.file_type); });
+                         [](const auto& param_info) { return std::string(param_info.param.file_type); });
 
 TEST(Carry, OnlyWholeBlocksOfCarriedTypes) {
   EXPECT_EQ(carrier_tier(GgmlType::kQ4_K, 512), Tier::kQ4k);
