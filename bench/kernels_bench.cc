@@ -393,6 +393,31 @@ void RunDecodeLoops(benchmark::State& state, DecodeStack& s) {
 void BM_DecodeLoops(benchmark::State& state) { RunDecodeLoops(state, DecodeStack::llama()); }
 BENCHMARK(BM_DecodeLoops)->Arg(0)->Arg(1)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The cost of a call: llama-1b's decode stack on one thread, each matrix
+// read in calls of arg rows (its rows split into runs of that many, each a
+// separate quant_matmul with its own four streams), as decode's loops split
+// a matrix between threads and claims. Against arg 0 (one call a matrix),
+// what each new set of streams costs.
+void BM_DecodeCallRows(benchmark::State& state) {
+  DecodeStack& s = DecodeStack::llama();
+  const int64_t run = state.range(0);
+  uint64_t bytes = 0;
+  for (const QuantWeights& w : s.mats) bytes += static_cast<uint64_t>(w.rows * w.k / 2);
+  std::vector<float> y(static_cast<size_t>(DecodeStack::kMaxRows));
+  for (auto _ : state) {
+    for (const QuantWeights& w : s.mats) {
+      const int64_t step = run > 0 ? run : w.rows;
+      for (int64_t r0 = 0; r0 < w.rows; r0 += step) {
+        cpu::quant_matmul(w, {s.q.data(), &s.act_scale, &s.act_sum, w.k, 1}, y.data(), w.rows, r0,
+                          std::min(w.rows, r0 + step));
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_DecodeCallRows)->Arg(0)->Arg(1024)->Arg(256)->Arg(128)->Arg(64)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // The experts: every loop, then the gate/up loops alone, then the downs alone.
 void BM_ExpertLoops(benchmark::State& state) { RunDecodeLoops(state, DecodeStack::experts()); }
 BENCHMARK(BM_ExpertLoops)->DenseRange(0, 5)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -457,7 +482,10 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BM_VpdpbusdPeak(benc
     }
     const __m512i all = _mm512_xor_si512(_mm512_xor_si512(_mm512_xor_si512(v0, v1), _mm512_xor_si512(v2, v3)),
                                          _mm512_xor_si512(_mm512_xor_si512(v4, v5), _mm512_xor_si512(v6, v7)));
-    benchmark::DoNotOptimize(_mm512_reduce_add_epi32(_mm512_xor_si512(all, _mm512_xor_si512(v8, v9))));
+    // Kept live as a vector (GCC 12's _mm512_reduce_add_epi32 warns of its
+    // own undefined upper half).
+    __m512i sum = _mm512_xor_si512(all, _mm512_xor_si512(v8, v9));
+    benchmark::DoNotOptimize(sum);
   }
   state.counters["G_vpdpbusd/s"] = benchmark::Counter(10.0 * kIters * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GMAC/s"] = benchmark::Counter(10.0 * 64 * kIters * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
