@@ -415,6 +415,15 @@ uint64_t Context::recurrent_bytes_per_token(const ModelConfig& c) {
   return delta + conv;
 }
 
+Status Context::eval_observing_every_output(std::span<const int32_t> tokens, std::vector<float>& logits) {
+  observe_every_output_ = true;
+  struct Reset {
+    bool& on;
+    ~Reset() { on = false; }
+  } reset{observe_every_output_};
+  return eval(tokens, logits, /*all_logits=*/false);
+}
+
 Status Context::eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits) {
   // The forward pass allocates only its cache and scratch; a request too
   // large for the machine is an error, never an exception out of the library.
@@ -590,14 +599,27 @@ Status Context::eval_batch(std::span<const int32_t> tokens, std::vector<float>& 
     ops_.rms_norm_rows(&x_[static_cast<size_t>(row) * E], model_.output_norm().data(), 1, E, c_.rms_eps,
                        &xn_[static_cast<size_t>(n_out++) * E]);
   };
-  if (all_logits) {
+  const bool observe_all = observe_every_output_ && observer_ && !all_logits;
+  if (all_logits || observe_all) {
     ops_.rms_norm_rows(x_.data(), model_.output_norm().data(), n, E, c_.rms_eps, xn_.data());
     n_out = n;
   } else {
     for (const Segment& seg : segments_) norm_row(seg.row0 + seg.n - 1);
   }
+  if (observe_all) {
+    // Every row seen, each segment's last computed: those rows moved to
+    // the front (a row is normed alone, so the same values as norm_row's).
+    observer_(model_.output(), xn_.data(), n);
+    n_out = 0;
+    for (const Segment& seg : segments_) {
+      const auto row = static_cast<size_t>(seg.row0 + seg.n - 1);
+      if (row != static_cast<size_t>(n_out)) std::copy_n(&xn_[row * E], E, &xn_[static_cast<size_t>(n_out) * E]);
+      ++n_out;
+    }
+  }
   logits.resize(static_cast<size_t>(n_out) * c_.n_vocab);
-  ORK_RETURN_IF_ERROR(matmul(model_.output(), xn_.data(), n_out, logits.data()));
+  ORK_RETURN_IF_ERROR(observe_all ? dispatch_.matmul(model_.output(), xn_.data(), n_out, logits.data())
+                                  : matmul(model_.output(), xn_.data(), n_out, logits.data()));
   for (const Segment& seg : segments_) seg.ctx->advance(seg.n);
   moe_stats_.tokens += static_cast<uint64_t>(n);
   if (timed) lap(Profile::kOutput, matrix_bytes(model_.output()));

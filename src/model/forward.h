@@ -63,6 +63,11 @@ class Context {
   // cost about 50 us in page faults here, as malloc hands freed memory
   // back to the system and takes it again).
   Status eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits = false);
+  // The same (the last token's logits), with the observer (set_observer)
+  // shown every token's input to the output matrix, as all_logits would
+  // show it, without the other tokens' logits being computed: how an
+  // importance matrix sees the output matrix, at 1/n of its cost.
+  Status eval_observing_every_output(std::span<const int32_t> tokens, std::vector<float>& logits);
 
   // Several Contexts of one model evaluated as one batch (continuous
   // batching): contexts[i] takes tokens[i] at its own positions; their rows
@@ -228,6 +233,7 @@ class Context {
   std::vector<Segment> segments_;     // of the batch being evaluated
   std::vector<int32_t> positions_;    // its tokens' positions
   MatmulObserver observer_;
+  bool observe_every_output_ = false;  // eval_observing_every_output's, for eval_batch
   // The reference path's f32 cache: [layer][pos][kv_dim].
   std::vector<float> k_cache_, v_cache_;
   // The fast path's f16 cache: [layer][kv head][pos][head_dim], so one KV

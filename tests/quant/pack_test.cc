@@ -181,6 +181,57 @@ TEST(Pack, ImportanceMatrixRoundTripsAndSteersThePlan) {
   EXPECT_LE(r.bpw(), 4.5);
 }
 
+// The output matrix's input is seen on every token of a window without
+// every token's logits being computed: the same importance matrix, bit for
+// bit, as observing a run that computed them all; and the window's last
+// logits unchanged.
+TEST(Pack, ImportanceSeesEveryOutputRowWithoutTheirLogits) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto model = Model::load(testing::testdata(kModel));
+  ASSERT_TRUE(model.is_ok());
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 192; ++i) tokens.push_back(3 + (i * 7919) % 2000);
+  auto fast = collect_importance(**model, tokens, 64, kDefaultRotationSeed, 1, nullptr);
+  ASSERT_TRUE(fast.is_ok()) << fast.status().to_string();
+
+  ImportanceAccumulator acc(kDefaultRotationSeed);
+  Context ctx(**model, 64);
+  int output_rows = 0;
+  ctx.set_observer([&](const WeightView& w, const float* x, int n) {
+    if (&w == &(*model)->output()) output_rows += n;
+    if (w.name != nullptr) acc.add(w.name, x, n, w.cols);
+  });
+  std::vector<float> all, last;
+  for (size_t c = 0; c < 3; ++c) {
+    std::vector<int32_t> window(tokens.begin() + static_cast<long>(c * 64), tokens.begin() + static_cast<long>(c * 64 + 64));
+    window[0] = 1;
+    ctx.truncate(0);
+    ASSERT_TRUE(ctx.eval(window, all, /*all_logits=*/true).is_ok());
+    ASSERT_EQ(all.size(), 64u * static_cast<size_t>((*model)->config().n_vocab));
+    // The observing eval of the same window: the last row's logits alone.
+    Context other(**model, 64);
+    int seen = 0;
+    other.set_observer([&](const WeightView& w, const float*, int n) {
+      if (&w == &(*model)->output()) seen += n;
+    });
+    ASSERT_TRUE(other.eval_observing_every_output(window, last).is_ok());
+    EXPECT_EQ(seen, 64);
+    ASSERT_EQ(last.size(), static_cast<size_t>((*model)->config().n_vocab));
+    EXPECT_EQ(0, std::memcmp(last.data(), all.data() + all.size() - last.size(), last.size() * sizeof(float)));
+  }
+  EXPECT_EQ(output_rows, 192);
+  const ImportanceMatrix slow = acc.finish(192);
+  ASSERT_EQ(fast->entries().size(), slow.entries().size());
+  for (const auto& [name, v] : slow.entries()) {
+    const ImportanceVectors* f = fast->find(name);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_EQ(f->count, v.count) << name;
+    EXPECT_EQ(f->raw, v.raw) << name;
+    EXPECT_EQ(f->rotated, v.rotated) << name;
+    EXPECT_EQ(f->cov, v.cov) << name;
+  }
+}
+
 TEST(Pack, TierMapRoundTrips) {
   ORK_REQUIRE_TESTDATA(kModel);
   PackOptions o;
