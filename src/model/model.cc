@@ -20,6 +20,39 @@ struct TensorEntry {
   bool readable = true;
 };
 
+// Whether any of n values of sizeof(U) bytes at p has every exponent bit of
+// `mask` set (an IEEE infinity or NaN): no early exit, so it vectorises.
+template <typename U>
+bool any_exponent_full(const uint8_t* p, uint64_t n, U mask) {
+  unsigned hit = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    U u;
+    std::memcpy(&u, p + i * sizeof(U), sizeof(U));
+    hit |= (u & mask) == mask ? 1u : 0u;
+  }
+  return hit != 0;
+}
+
+// The index of the first of n float values (f32, f16 or bf16) at p that is
+// not finite, or -1. Blocks are scanned without an exit and only a block
+// with a hit value by value. An element-by-element loop with an early exit
+// read 1 GiB of bf16 in memory at 5.3 GB/s, this at 21 (the Zen 5 of
+// session 44): a BF16 GGUF of 8.8 GB is scanned at every load.
+template <typename U>
+int64_t first_non_finite(const uint8_t* p, uint64_t n, U mask) {
+  constexpr uint64_t kBlock = uint64_t{1} << 14;
+  for (uint64_t b = 0; b < n; b += kBlock) {
+    const uint64_t m = std::min(kBlock, n - b);
+    if (!any_exponent_full<U>(p + b * sizeof(U), m, mask)) continue;
+    for (uint64_t i = 0; i < m; ++i) {
+      U u;
+      std::memcpy(&u, p + (b + i) * sizeof(U), sizeof(U));
+      if ((u & mask) == mask) return static_cast<int64_t>(b + i);
+    }
+  }
+  return -1;
+}
+
 class Binder {
  public:
   Binder(const GgufFile& gguf, const OrkpackFile* pack, std::deque<std::string>* names)
@@ -113,18 +146,9 @@ class Binder {
     const uint64_t n = static_cast<uint64_t>(v.cols) * static_cast<uint64_t>(v.rows);
     int64_t bad = -1;
     if (v.type == GgmlType::kF32) {
-      for (uint64_t i = 0; i < n && bad < 0; ++i) {
-        float x;
-        std::memcpy(&x, v.data + 4 * i, 4);
-        if (!std::isfinite(x)) bad = static_cast<int64_t>(i);
-      }
+      bad = first_non_finite<uint32_t>(v.data, n, 0x7F800000u);
     } else if (v.type == GgmlType::kF16 || v.type == GgmlType::kBF16) {
-      const uint16_t exponent = v.type == GgmlType::kF16 ? 0x7C00 : 0x7F80;
-      for (uint64_t i = 0; i < n && bad < 0; ++i) {
-        uint16_t h;
-        std::memcpy(&h, v.data + 2 * i, 2);
-        if ((h & exponent) == exponent) bad = static_cast<int64_t>(i);
-      }
+      bad = first_non_finite<uint16_t>(v.data, n, v.type == GgmlType::kF16 ? 0x7C00 : 0x7F80);
     }
     if (bad < 0) return Status::ok();
     return error(StatusCode::kCorrupt, "{}: tensor '{}' holds a value that is not finite in row {}; ork refuses it",

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/half.h"
 #include "format/gguf/gguf_writer.h"
 #include "model/forward.h"
 #include "testdata.h"
@@ -17,10 +18,11 @@ namespace {
 constexpr const char* kModel = "models/tinystories656K-f32.gguf";
 
 // The model's GGUF copied with `keys` overriding metadata and `edit`
-// changing F32 tensor values; the load's status.
+// changing F32 tensor values, its matrices stored as `matrix_type` (F32,
+// F16 or BF16); the load's status.
 Status load_edited(const GgufFile& src, const std::vector<std::pair<std::string, GgufValue>>& keys,
                    const std::function<void(const std::string&, std::vector<float>&)>& edit,
-                   std::unique_ptr<Model>* out = nullptr) {
+                   std::unique_ptr<Model>* out = nullptr, GgmlType matrix_type = GgmlType::kF32) {
   GgufWriter w;
   for (const auto& [key, value] : src.metadata()) w.set(key, value);
   for (const auto& [key, value] : keys) w.set(key, value);
@@ -28,9 +30,17 @@ Status load_edited(const GgufFile& src, const std::vector<std::pair<std::string,
     std::vector<float> data(t.elems);
     std::memcpy(data.data(), t.data, t.bytes);
     if (edit) edit(t.name, data);
-    std::vector<uint8_t> bytes(data.size() * 4);
-    std::memcpy(bytes.data(), data.data(), bytes.size());
-    EXPECT_TRUE(w.add_tensor(t.name, GgmlType::kF32, t.dims, bytes).is_ok());
+    const GgmlType type = t.dims.size() == 2 ? matrix_type : GgmlType::kF32;
+    std::vector<uint8_t> bytes(data.size() * (type == GgmlType::kF32 ? 4 : 2));
+    for (size_t i = 0; i < data.size(); ++i) {
+      if (type == GgmlType::kF32) {
+        std::memcpy(&bytes[4 * i], &data[i], 4);
+      } else {
+        const uint16_t h = type == GgmlType::kF16 ? f32_to_f16(data[i]) : f32_to_bf16(data[i]);
+        std::memcpy(&bytes[2 * i], &h, 2);
+      }
+    }
+    EXPECT_TRUE(w.add_tensor(t.name, type, t.dims, bytes).is_ok());
   }
   auto gguf = GgufFile::parse(MappedFile::from_bytes(*w.write_memory(), "edited.gguf"));
   if (!gguf.is_ok()) return gguf.status();
@@ -67,6 +77,34 @@ TEST(ModelChecks, NonFiniteWeightsAreRefusedAtLoadByName) {
     });
     ASSERT_FALSE(s.is_ok()) << tensor;
     EXPECT_NE(s.message().find(std::string("tensor '") + tensor + "' holds"), std::string::npos) << s.message();
+  }
+}
+
+// The scan finds the first value that is not finite wherever it lies (it
+// reads blocks of 16384 values without stopping, then the block that has
+// one value by value), in every float type a GGUF holds matrices in:
+// token_embd is 2048 rows of 128.
+TEST(ModelChecks, TheFirstNonFiniteWeightIsFoundInEveryFloatType) {
+  ORK_REQUIRE_TESTDATA(kModel);
+  auto src = GgufFile::open(testing::testdata(kModel));
+  ASSERT_TRUE(src.is_ok());
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+    ASSERT_TRUE(load_edited(*src, {}, nullptr, nullptr, type).is_ok()) << ggml_type_name(type);
+    for (size_t at : {size_t{0}, size_t{16383}, size_t{16384}, size_t{16385 + 130}, size_t{2048 * 128 - 1}}) {
+      for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN()}) {
+        const Status s = load_edited(*src, {}, [&](const std::string& name, std::vector<float>& data) {
+          if (name != "token_embd.weight") return;
+          data[at] = bad;
+          data[std::min(at + 700, data.size() - 1)] = bad;  // a later one, in the same block or the next
+        }, nullptr, type);
+        ASSERT_FALSE(s.is_ok()) << ggml_type_name(type) << " at " << at;
+        EXPECT_NE(s.message().find("tensor 'token_embd.weight' holds a value that is not finite in row " +
+                                   std::to_string(at / 128) + ";"),
+                  std::string::npos)
+            << ggml_type_name(type) << " at " << at << ": " << s.message();
+      }
+    }
   }
 }
 
