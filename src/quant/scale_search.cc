@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/half.h"
+#include "quant/scale_error.h"
 
 namespace ork {
 namespace {
@@ -22,61 +23,15 @@ float storable_scale(float s, float min_scale) {
   return std::isfinite(v) ? v : s;
 }
 
-// weighted_error for an integer grid, written so that the compiler
-// vectorises it (the scale search evaluates ~30 scales for every row of
-// every matrix: this loop is most of a pack's time). Element by element it
-// computes exactly what the generic loop does; only the order of the double
-// sum differs.
-double integer_grid_error(const float* w, const float* imp, int64_t n, const Grid& grid, float scale) {
-  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
-  const auto lo = static_cast<float>(grid.lo());
-  const auto hi = static_cast<float>(grid.hi());
-  constexpr float kMagic = 12582912.0f;  // see Grid::index
-  double err = 0.0;
-  if (imp == nullptr) {
-#pragma omp simd reduction(+ : err)
-    for (int64_t j = 0; j < n; ++j) {
-      const float c = std::min(std::max(w[j] * inv, lo), hi);
-      const double d = static_cast<double>(w[j]) - static_cast<double>(scale * ((c + kMagic) - kMagic));
-      err += d * d;
-    }
-  } else {
-#pragma omp simd reduction(+ : err)
-    for (int64_t j = 0; j < n; ++j) {
-      const float c = std::min(std::max(w[j] * inv, lo), hi);
-      const double d = static_cast<double>(w[j]) - static_cast<double>(scale * ((c + kMagic) - kMagic));
-      err += static_cast<double>(imp[j]) * d * d;
-    }
-  }
-  return err;
-}
-
-// The same for a codebook of kLevels levels (nf4's 16): each weight's
-// level found by Grid::bounds' comparisons, taken as a chain of selects
-// (the comparisons are monotone, so the last true one names the level),
-// which vectorises where a search per weight cannot. The same levels as
-// Grid::index, element by element.
-template <int kLevels>
-double codebook_grid_error(const float* w, const float* imp, int64_t n, const Grid& grid, float scale) {
-  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
-  float lv[kLevels], bound[kLevels - 1];
-  for (int i = 0; i < kLevels; ++i) lv[i] = grid.levels()[static_cast<size_t>(i)];
-  for (int i = 0; i + 1 < kLevels; ++i) bound[i] = grid.bounds()[i];
-  double err = 0.0;
-#pragma omp simd reduction(+ : err)
-  for (int64_t j = 0; j < n; ++j) {
-    const float x = w[j] * inv;
-    float level = lv[0];
-    for (int i = 0; i + 1 < kLevels; ++i) level = x > bound[i] ? lv[i + 1] : level;
-    const double d = static_cast<double>(w[j]) - static_cast<double>(scale * level);
-    err += (imp != nullptr ? static_cast<double>(imp[j]) : 1.0) * d * d;
-  }
-  return err;
-}
-
+// The error of the integer grids and the 16-level codebook, Highway's
+// (scale_error.h: most of a pack's time); any other codebook's, here.
 double weighted_error(const float* w, const float* imp, int64_t n, const Grid& grid, float scale) {
-  if (grid.is_integers()) return integer_grid_error(w, imp, n, grid, scale);
-  if (grid.levels().size() == Grid::kMaxLevels) return codebook_grid_error<Grid::kMaxLevels>(w, imp, n, grid, scale);
+  if (grid.is_integers()) {
+    return integer_grid_error(w, imp, n, static_cast<float>(grid.lo()), static_cast<float>(grid.hi()), scale);
+  }
+  if (grid.levels().size() == Grid::kMaxLevels) {
+    return codebook16_grid_error(w, imp, n, grid.levels().data(), grid.bounds(), scale);
+  }
   const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
   double err = 0.0;
   for (int64_t j = 0; j < n; ++j) {

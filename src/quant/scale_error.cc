@@ -1,0 +1,171 @@
+// The scale search's error (scale_error.h): Highway per target, and the
+// scalar reference whose bits every target gives.
+#include "quant/scale_error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#ifndef ORK_QUANT_SCALE_ERROR_ELEMENTS
+#define ORK_QUANT_SCALE_ERROR_ELEMENTS
+namespace ork::scale_error {
+
+// Weight j goes into lane j % kLanes.
+constexpr size_t kLanes = 8;
+
+// Clamping to the grid's bounds first rounds the same; adding and
+// subtracting 1.5 * 2^23 rounds half to even (Grid::index).
+constexpr float kMagic = 12582912.0f;
+
+inline float integer_level(float x, float lo, float hi) {
+  const float c = std::min(std::max(x, lo), hi);
+  return (c + kMagic) - kMagic;
+}
+
+inline float codebook16_level(float x, const float* levels, const float* bounds) {
+  float level = levels[0];
+  for (int i = 0; i < 15; ++i) level = x > bounds[i] ? levels[i + 1] : level;
+  return level;
+}
+
+// One weight's term: the difference and its square in double.
+inline double term(float w, const float* imp, int64_t j, float scale, float level) {
+  const double d = static_cast<double>(w) - static_cast<double>(scale * level);
+  return imp != nullptr ? static_cast<double>(imp[j]) * d * d : d * d;
+}
+
+inline double add_lanes(const double* lane) {
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// Weights [from, n) one by one into their lanes (the reference's loop, and
+// every target's tail).
+template <class Level>
+void add_terms(const float* w, const float* imp, int64_t from, int64_t n, float scale, float inv, Level level,
+               double* lane) {
+  for (int64_t j = from; j < n; ++j) {
+    lane[static_cast<size_t>(j) % kLanes] += term(w[j], imp, j, scale, level(w[j] * inv));
+  }
+}
+
+// 1 / scale, or 0 (every level 0) where that is not a finite float: a
+// scale of 0, or one so small that its reciprocal overflows, where w * inf
+// would be NaN for w = 0 - and a NaN clamps differently on each target.
+inline float inverse(float scale) {
+  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+  return std::isfinite(inv) ? inv : 0.0f;
+}
+
+}  // namespace ork::scale_error
+#endif  // ORK_QUANT_SCALE_ERROR_ELEMENTS
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "quant/scale_error.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace ork {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D64 = hn::ScalableTag<double>;
+using D32 = hn::Rebind<float, D64>;  // as many floats as a vector has doubles
+static_assert(HWY_MAX_BYTES / sizeof(double) <= scale_error::kLanes, "a vector of doubles holds at most the eight lanes");
+
+// kLanes / Lanes(D64) vectors of doubles hold the eight lanes: eight
+// weights a step, weight j in lane j % 8 on every target. `vlevel` gives a
+// vector of x's levels, `level` one x's.
+template <bool kImp, class VLevel, class Level>
+HWY_INLINE double GridError(const float* w, const float* imp, int64_t n, float scale, VLevel vlevel, Level level) {
+  const D64 d64;
+  const D32 d32;
+  constexpr size_t kLanes = scale_error::kLanes;
+  const size_t L = hn::Lanes(d64);
+  const size_t per_step = kLanes / L;  // Highway's x86 and NEON doubles: 1, 2, 4 or 8 lanes
+  const float inv = scale_error::inverse(scale);
+  const auto vinv = hn::Set(d32, inv);
+  const auto vscale = hn::Set(d32, scale);
+  hn::Vec<D64> acc[kLanes];
+  for (size_t i = 0; i < per_step; ++i) acc[i] = hn::Zero(d64);
+  int64_t j = 0;
+  for (; j + static_cast<int64_t>(kLanes) <= n; j += static_cast<int64_t>(kLanes)) {
+    for (size_t i = 0; i < per_step; ++i) {
+      const auto wv = hn::LoadU(d32, w + j + static_cast<int64_t>(i * L));
+      const auto q = hn::Mul(vscale, vlevel(hn::Mul(wv, vinv)));
+      const auto d = hn::Sub(hn::PromoteTo(d64, wv), hn::PromoteTo(d64, q));
+      if constexpr (kImp) {
+        const auto iv = hn::PromoteTo(d64, hn::LoadU(d32, imp + j + static_cast<int64_t>(i * L)));
+        acc[i] = hn::Add(acc[i], hn::Mul(hn::Mul(iv, d), d));
+      } else {
+        acc[i] = hn::Add(acc[i], hn::Mul(d, d));
+      }
+    }
+  }
+  HWY_ALIGN double lane[kLanes];
+  for (size_t i = 0; i < per_step; ++i) hn::Store(acc[i], d64, lane + i * L);
+  scale_error::add_terms(w, imp, j, n, scale, inv, level, lane);
+  return scale_error::add_lanes(lane);
+}
+
+double IntegerGridError(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
+  const D32 d32;
+  const auto vlo = hn::Set(d32, lo), vhi = hn::Set(d32, hi), magic = hn::Set(d32, scale_error::kMagic);
+  auto vlevel = [&](hn::Vec<D32> x) HWY_ATTR { return hn::Sub(hn::Add(hn::Min(hn::Max(x, vlo), vhi), magic), magic); };
+  auto level = [&](float x) { return scale_error::integer_level(x, lo, hi); };
+  return imp != nullptr ? GridError<true>(w, imp, n, scale, vlevel, level)
+                        : GridError<false>(w, imp, n, scale, vlevel, level);
+}
+
+double Codebook16GridError(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
+                           float scale) {
+  const D32 d32;
+  auto vlevel = [&](hn::Vec<D32> x) HWY_ATTR {
+    auto level = hn::Set(d32, levels[0]);
+    for (int i = 0; i < 15; ++i) level = hn::IfThenElse(hn::Gt(x, hn::Set(d32, bounds[i])), hn::Set(d32, levels[i + 1]), level);
+    return level;
+  };
+  auto level = [&](float x) { return scale_error::codebook16_level(x, levels, bounds); };
+  return imp != nullptr ? GridError<true>(w, imp, n, scale, vlevel, level)
+                        : GridError<false>(w, imp, n, scale, vlevel, level);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace ork
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ork {
+
+HWY_EXPORT(IntegerGridError);
+HWY_EXPORT(Codebook16GridError);
+
+double integer_grid_error(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
+  return HWY_DYNAMIC_DISPATCH(IntegerGridError)(w, imp, n, lo, hi, scale);
+}
+
+double codebook16_grid_error(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
+                             float scale) {
+  return HWY_DYNAMIC_DISPATCH(Codebook16GridError)(w, imp, n, levels, bounds, scale);
+}
+
+namespace ref {
+
+double integer_grid_error(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
+  double lane[scale_error::kLanes] = {};
+  scale_error::add_terms(w, imp, 0, n, scale, scale_error::inverse(scale),
+                         [&](float x) { return scale_error::integer_level(x, lo, hi); }, lane);
+  return scale_error::add_lanes(lane);
+}
+
+double codebook16_grid_error(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
+                             float scale) {
+  double lane[scale_error::kLanes] = {};
+  scale_error::add_terms(w, imp, 0, n, scale, scale_error::inverse(scale),
+                         [&](float x) { return scale_error::codebook16_level(x, levels, bounds); }, lane);
+  return scale_error::add_lanes(lane);
+}
+
+}  // namespace ref
+}  // namespace ork
+#endif  // HWY_ONCE

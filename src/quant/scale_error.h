@@ -1,0 +1,35 @@
+// The error the scale search compares: sum over a row of importance_j *
+// (w_j - scale * level_j)^2, for the integer grids and the 16-level
+// codebook (nf4), evaluated ~30 times for every row of every matrix a pack
+// measures and writes. Highway, one dispatch per call, with a scalar
+// reference (ref::).
+//
+// Every target gives the reference's bits: each weight's level and
+// difference are computed as the reference computes them (float, no fused
+// multiply-add, the difference and its square in double), and the squares
+// are summed in eight lanes - weight j into lane j % 8, in order - which are
+// added ((0+1)+(2+3))+((4+5)+(6+7)). A pack is the same on every machine.
+#pragma once
+
+#include <cstdint>
+
+namespace ork {
+
+// The weights rounded to the integers [lo, hi] in units of `scale` (a scale
+// of 0, or one whose reciprocal overflows: every level 0). imp may be null
+// (every weight's importance 1).
+double integer_grid_error(const float* w, const float* imp, int64_t n, float lo, float hi, float scale);
+
+// The weights given the level of 16 `levels` that their w / scale falls
+// on: levels[0], or levels[i + 1] for the last i with w / scale > bounds[i]
+// (15 ascending decision bounds).
+double codebook16_grid_error(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
+                             float scale);
+
+namespace ref {
+double integer_grid_error(const float* w, const float* imp, int64_t n, float lo, float hi, float scale);
+double codebook16_grid_error(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
+                             float scale);
+}  // namespace ref
+
+}  // namespace ork
