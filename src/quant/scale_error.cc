@@ -34,6 +34,13 @@ inline double term(float w, const float* imp, int64_t j, float scale, float leve
   return imp != nullptr ? static_cast<double>(imp[j]) * d * d : d * d;
 }
 
+// One weight's terms of the fit: imp w level and imp level^2.
+inline void fit_terms(float w, const float* imp, int64_t j, float level, double* num, double* den) {
+  const double v = level, iw = imp != nullptr ? static_cast<double>(imp[j]) : 1.0;
+  *num += iw * static_cast<double>(w) * v;
+  *den += iw * v * v;
+}
+
 inline double add_lanes(const double* lane) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
@@ -51,6 +58,15 @@ void add_terms(const float* w, const float* imp, int64_t from, int64_t n, float 
 // 1 / scale, or 0 (every level 0) where that is not a finite float: a
 // scale of 0, or one so small that its reciprocal overflows, where w * inf
 // would be NaN for w = 0 - and a NaN clamps differently on each target.
+template <class Level>
+void add_fit_terms(const float* w, const float* imp, int64_t from, int64_t n, float inv, Level level, double* num,
+                   double* den) {
+  for (int64_t j = from; j < n; ++j) {
+    const size_t l = static_cast<size_t>(j) % kLanes;
+    fit_terms(w[j], imp, j, level(w[j] * inv), &num[l], &den[l]);
+  }
+}
+
 inline float inverse(float scale) {
   const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
   return std::isfinite(inv) ? inv : 0.0f;
@@ -108,17 +124,56 @@ HWY_INLINE double GridError(const float* w, const float* imp, int64_t n, float s
   return scale_error::add_lanes(lane);
 }
 
-double IntegerGridError(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
+// The fit's two sums in the same eight lanes (GridError's).
+template <bool kImp, class VLevel, class Level>
+HWY_INLINE ScaleFit GridFit(const float* w, const float* imp, int64_t n, float scale, VLevel vlevel, Level level) {
+  const D64 d64;
+  const D32 d32;
+  constexpr size_t kLanes = scale_error::kLanes;
+  const size_t L = hn::Lanes(d64);
+  const size_t per_step = kLanes / L;
+  const float inv = scale_error::inverse(scale);
+  const auto vinv = hn::Set(d32, inv);
+  hn::Vec<D64> num[kLanes], den[kLanes];
+  for (size_t i = 0; i < per_step; ++i) num[i] = den[i] = hn::Zero(d64);
+  int64_t j = 0;
+  for (; j + static_cast<int64_t>(kLanes) <= n; j += static_cast<int64_t>(kLanes)) {
+    for (size_t i = 0; i < per_step; ++i) {
+      const auto wv = hn::LoadU(d32, w + j + static_cast<int64_t>(i * L));
+      const auto v = hn::PromoteTo(d64, vlevel(hn::Mul(wv, vinv)));
+      auto iw_w = hn::PromoteTo(d64, wv), iw_v = v;
+      if constexpr (kImp) {
+        const auto iv = hn::PromoteTo(d64, hn::LoadU(d32, imp + j + static_cast<int64_t>(i * L)));
+        iw_w = hn::Mul(iv, iw_w);
+        iw_v = hn::Mul(iv, v);
+      }
+      num[i] = hn::Add(num[i], hn::Mul(iw_w, v));
+      den[i] = hn::Add(den[i], hn::Mul(iw_v, v));
+    }
+  }
+  HWY_ALIGN double num_lane[kLanes], den_lane[kLanes];
+  for (size_t i = 0; i < per_step; ++i) {
+    hn::Store(num[i], d64, num_lane + i * L);
+    hn::Store(den[i], d64, den_lane + i * L);
+  }
+  scale_error::add_fit_terms(w, imp, j, n, inv, level, num_lane, den_lane);
+  return {scale_error::add_lanes(num_lane), scale_error::add_lanes(den_lane)};
+}
+
+// Runs `run(vlevel, level)` with an integer grid's level of a vector and of
+// one value.
+template <class Run>
+HWY_INLINE auto WithIntegerLevels(float lo, float hi, Run run) {
   const D32 d32;
   const auto vlo = hn::Set(d32, lo), vhi = hn::Set(d32, hi), magic = hn::Set(d32, scale_error::kMagic);
   auto vlevel = [&](hn::Vec<D32> x) HWY_ATTR { return hn::Sub(hn::Add(hn::Min(hn::Max(x, vlo), vhi), magic), magic); };
   auto level = [&](float x) { return scale_error::integer_level(x, lo, hi); };
-  return imp != nullptr ? GridError<true>(w, imp, n, scale, vlevel, level)
-                        : GridError<false>(w, imp, n, scale, vlevel, level);
+  return run(vlevel, level);
 }
 
-double Codebook16GridError(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
-                           float scale) {
+// The same for the 16-level codebook.
+template <class Run>
+HWY_INLINE auto WithCodebook16Levels(const float* levels, const float* bounds, Run run) {
   const D32 d32;
   auto vlevel = [&](hn::Vec<D32> x) HWY_ATTR {
     auto level = hn::Set(d32, levels[0]);
@@ -126,8 +181,33 @@ double Codebook16GridError(const float* w, const float* imp, int64_t n, const fl
     return level;
   };
   auto level = [&](float x) { return scale_error::codebook16_level(x, levels, bounds); };
-  return imp != nullptr ? GridError<true>(w, imp, n, scale, vlevel, level)
-                        : GridError<false>(w, imp, n, scale, vlevel, level);
+  return run(vlevel, level);
+}
+
+double IntegerGridError(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
+  return WithIntegerLevels(lo, hi, [&](auto vlevel, auto level) HWY_ATTR {
+    return imp != nullptr ? GridError<true>(w, imp, n, scale, vlevel, level) : GridError<false>(w, imp, n, scale, vlevel, level);
+  });
+}
+
+double Codebook16GridError(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
+                           float scale) {
+  return WithCodebook16Levels(levels, bounds, [&](auto vlevel, auto level) HWY_ATTR {
+    return imp != nullptr ? GridError<true>(w, imp, n, scale, vlevel, level) : GridError<false>(w, imp, n, scale, vlevel, level);
+  });
+}
+
+ScaleFit IntegerGridFit(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
+  return WithIntegerLevels(lo, hi, [&](auto vlevel, auto level) HWY_ATTR {
+    return imp != nullptr ? GridFit<true>(w, imp, n, scale, vlevel, level) : GridFit<false>(w, imp, n, scale, vlevel, level);
+  });
+}
+
+ScaleFit Codebook16GridFit(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
+                           float scale) {
+  return WithCodebook16Levels(levels, bounds, [&](auto vlevel, auto level) HWY_ATTR {
+    return imp != nullptr ? GridFit<true>(w, imp, n, scale, vlevel, level) : GridFit<false>(w, imp, n, scale, vlevel, level);
+  });
 }
 
 }  // namespace HWY_NAMESPACE
@@ -139,6 +219,8 @@ namespace ork {
 
 HWY_EXPORT(IntegerGridError);
 HWY_EXPORT(Codebook16GridError);
+HWY_EXPORT(IntegerGridFit);
+HWY_EXPORT(Codebook16GridFit);
 
 double integer_grid_error(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
   return HWY_DYNAMIC_DISPATCH(IntegerGridError)(w, imp, n, lo, hi, scale);
@@ -149,7 +231,26 @@ double codebook16_grid_error(const float* w, const float* imp, int64_t n, const 
   return HWY_DYNAMIC_DISPATCH(Codebook16GridError)(w, imp, n, levels, bounds, scale);
 }
 
+ScaleFit integer_grid_fit(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
+  return HWY_DYNAMIC_DISPATCH(IntegerGridFit)(w, imp, n, lo, hi, scale);
+}
+
+ScaleFit codebook16_grid_fit(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
+                             float scale) {
+  return HWY_DYNAMIC_DISPATCH(Codebook16GridFit)(w, imp, n, levels, bounds, scale);
+}
+
 namespace ref {
+namespace {
+
+template <class Level>
+ScaleFit fit(const float* w, const float* imp, int64_t n, float scale, Level level) {
+  double num[scale_error::kLanes] = {}, den[scale_error::kLanes] = {};
+  scale_error::add_fit_terms(w, imp, 0, n, scale_error::inverse(scale), level, num, den);
+  return {scale_error::add_lanes(num), scale_error::add_lanes(den)};
+}
+
+}  // namespace
 
 double integer_grid_error(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
   double lane[scale_error::kLanes] = {};
@@ -164,6 +265,15 @@ double codebook16_grid_error(const float* w, const float* imp, int64_t n, const 
   scale_error::add_terms(w, imp, 0, n, scale, scale_error::inverse(scale),
                          [&](float x) { return scale_error::codebook16_level(x, levels, bounds); }, lane);
   return scale_error::add_lanes(lane);
+}
+
+ScaleFit integer_grid_fit(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
+  return fit(w, imp, n, scale, [&](float x) { return scale_error::integer_level(x, lo, hi); });
+}
+
+ScaleFit codebook16_grid_fit(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
+                             float scale) {
+  return fit(w, imp, n, scale, [&](float x) { return scale_error::codebook16_level(x, levels, bounds); });
 }
 
 }  // namespace ref

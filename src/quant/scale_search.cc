@@ -42,6 +42,26 @@ double weighted_error(const float* w, const float* imp, int64_t n, const Grid& g
   return err;
 }
 
+// The least-squares sums for the levels the weights take at `scale`
+// (ScaleFit): Highway's for the integer grids and the 16-level codebook.
+ScaleFit fit(const float* w, const float* imp, int64_t n, const Grid& grid, float scale) {
+  if (grid.is_integers()) {
+    return integer_grid_fit(w, imp, n, static_cast<float>(grid.lo()), static_cast<float>(grid.hi()), scale);
+  }
+  if (grid.levels().size() == Grid::kMaxLevels) {
+    return codebook16_grid_fit(w, imp, n, grid.levels().data(), grid.bounds(), scale);
+  }
+  const float inv = 1.0f / scale;
+  ScaleFit f;
+  for (int64_t j = 0; j < n; ++j) {
+    const double v = grid.level(grid.index(w[j] * inv));
+    const double iw = imp != nullptr ? imp[j] : 1.0;
+    f.num += iw * w[j] * v;
+    f.den += iw * v * v;
+  }
+  return f;
+}
+
 }  // namespace
 
 ScaleChoice search_scale(const float* w, const float* imp, int64_t n, const Grid& grid, float min_scale) {
@@ -60,14 +80,8 @@ ScaleChoice search_scale(const float* w, const float* imp, int64_t n, const Grid
   // For fixed codes the best scale is a weighted least-squares fit; a new
   // scale may move some codes, so iterate a little and keep the best.
   for (int iter = 0; iter < 3; ++iter) {
-    const float inv = 1.0f / best.scale;
-    double num = 0.0, den = 0.0;
-    for (int64_t j = 0; j < n; ++j) {
-      const double v = grid.level(grid.index(w[j] * inv));
-      const double iw = imp != nullptr ? imp[j] : 1.0;
-      num += iw * w[j] * v;
-      den += iw * v * v;
-    }
+    const ScaleFit f = fit(w, imp, n, grid, best.scale);
+    const double num = f.num, den = f.den;
     if (den <= 0.0) break;
     const float scale = storable_scale(std::max(min_scale, static_cast<float>(num / den)), min_scale);
     if (!(scale > 0.0f) || scale == best.scale) break;

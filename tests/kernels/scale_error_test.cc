@@ -87,6 +87,30 @@ TEST_F(ScaleError, TheNf4CodebookGivesTheReferenceBitsOnEveryTarget) {
   }
 }
 
+// The least-squares fit's two sums, likewise.
+TEST_F(ScaleError, TheFitsGiveTheReferenceBitsOnEveryTarget) {
+  const Grid nf4 = Grid::codebook(kNf4);
+  for (int t = 0; t < cpu::compiled_target_count(); ++t) {
+    cpu::force_target(t);
+    for (int64_t n : kLengths) {
+      const std::vector<float> w = normal_vector(n, static_cast<uint32_t>(n) + 7, 0.02f);
+      const std::vector<float> imp = importance(n, static_cast<uint32_t>(n) + 8);
+      for (float scale : {0.002f, 0.006f, 0.02f, 1e-39f}) {
+        for (const float* im : {static_cast<const float*>(nullptr), imp.data()}) {
+          const ScaleFit want = ref::integer_grid_fit(w.data(), im, n, -16, 15, scale);
+          const ScaleFit got = integer_grid_fit(w.data(), im, n, -16, 15, scale);
+          EXPECT_EQ(got.num, want.num) << cpu::target_name(t) << " n " << n << " scale " << scale;
+          EXPECT_EQ(got.den, want.den) << cpu::target_name(t) << " n " << n << " scale " << scale;
+          const ScaleFit bw = ref::codebook16_grid_fit(w.data(), im, n, nf4.levels().data(), nf4.bounds(), scale);
+          const ScaleFit bg = codebook16_grid_fit(w.data(), im, n, nf4.levels().data(), nf4.bounds(), scale);
+          EXPECT_EQ(bg.num, bw.num) << cpu::target_name(t) << " n " << n << " scale " << scale;
+          EXPECT_EQ(bg.den, bw.den) << cpu::target_name(t) << " n " << n << " scale " << scale;
+        }
+      }
+    }
+  }
+}
+
 // The reference is the weighted squared error of the grid's nearest levels
 // (Grid::index), summed in another order than one double's.
 TEST(ScaleErrorReference, IsTheWeightedErrorOfTheNearestLevels) {
@@ -104,6 +128,19 @@ TEST(ScaleErrorReference, IsTheWeightedErrorOfTheNearestLevels) {
                   1e-12 * book)
           << scale;
     }
+  }
+  // The fit's sums: imp w level and imp level^2 over the nearest levels.
+  for (const float* im : {static_cast<const float*>(nullptr), imp.data()}) {
+    double num = 0, den = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double v = i4.level(i4.index(w[static_cast<size_t>(j)] * (1.0f / 0.004f)));
+      const double iw = im != nullptr ? im[j] : 1.0;
+      num += iw * w[static_cast<size_t>(j)] * v;
+      den += iw * v * v;
+    }
+    const ScaleFit f = ref::integer_grid_fit(w.data(), im, n, -8, 7, 0.004f);
+    EXPECT_NEAR(f.num, num, 1e-12 * std::fabs(num));
+    EXPECT_NEAR(f.den, den, 1e-12 * den);
   }
   // Scale 0: every level 0, the error the weights' own energy.
   const double energy = plain_sum(w, imp.data(), 0.0f, 0.0f, [](float) { return 0.0f; });
