@@ -104,20 +104,22 @@ HWY_INLINE int64_t ForEachStep(const float* w, int64_t n, float inv, VLevel vlev
   constexpr size_t L = hn::MaxLanes(D64());
   constexpr size_t LF = kWide && HWY_TARGET != HWY_SCALAR ? 2 * L : L;
   constexpr size_t kStep = LF > scale_error::kLanes ? LF : scale_error::kLanes;
+  const D32 d32;
+  const DF df;
+  const auto inv32 = hn::Set(d32, inv);
+  [[maybe_unused]] const auto inv_wide = hn::Set(df, inv);
   int64_t j = 0;
   for (; j + static_cast<int64_t>(kStep) <= n; j += static_cast<int64_t>(kStep)) {
     for (size_t f = 0; f < kStep / LF; ++f) {
       const int64_t at = j + static_cast<int64_t>(f * LF);
       const size_t group = (f * LF) % scale_error::kLanes / L;
-      const D32 d32;
       if constexpr (LF == L) {
         const auto wv = hn::LoadU(d32, w + at);
-        add(group, wv, vlevel(hn::Mul(wv, hn::Set(d32, inv))), at);
+        add(group, wv, vlevel(hn::Mul(wv, inv32)), at);
       } else {
 #if HWY_TARGET != HWY_SCALAR
-        const DF df;
         const auto wv = hn::LoadU(df, w + at);
-        const auto lv = vlevel(hn::Mul(wv, hn::Set(df, inv)));
+        const auto lv = vlevel(hn::Mul(wv, inv_wide));
         add(group, hn::LowerHalf(d32, wv), hn::LowerHalf(d32, lv), at);
         add((f * LF + L) % scale_error::kLanes / L, hn::UpperHalf(d32, wv), hn::UpperHalf(d32, lv),
             at + static_cast<int64_t>(L));
@@ -129,7 +131,7 @@ HWY_INLINE int64_t ForEachStep(const float* w, int64_t n, float inv, VLevel vlev
 }
 
 template <bool kWide, bool kImp, class VLevel, class Level>
-HWY_INLINE double GridError(const float* w, const float* imp, int64_t n, float scale, VLevel vlevel, Level level) {
+HWY_INLINE double ErrorSums(const float* w, const float* imp, int64_t n, float scale, VLevel vlevel, Level level) {
   const D64 d64;
   const D32 d32;
   constexpr size_t kLanes = scale_error::kLanes, L = hn::MaxLanes(D64());
@@ -154,7 +156,7 @@ HWY_INLINE double GridError(const float* w, const float* imp, int64_t n, float s
 
 // The fit's two sums in the same eight lanes.
 template <bool kWide, bool kImp, class VLevel, class Level>
-HWY_INLINE ScaleFit GridFit(const float* w, const float* imp, int64_t n, float scale, VLevel vlevel, Level level) {
+HWY_INLINE ScaleFit FitSums(const float* w, const float* imp, int64_t n, float scale, VLevel vlevel, Level level) {
   const D64 d64;
   const D32 d32;
   constexpr size_t kLanes = scale_error::kLanes, L = hn::MaxLanes(D64());
@@ -179,6 +181,19 @@ HWY_INLINE ScaleFit GridFit(const float* w, const float* imp, int64_t n, float s
   }
   scale_error::add_fit_terms(w, imp, j, n, inv, level, num_lane, den_lane);
   return {scale_error::add_lanes(num_lane), scale_error::add_lanes(den_lane)};
+}
+
+// ErrorSums and FitSums with or without importances (imp null).
+template <bool kWide, class VLevel, class Level>
+HWY_INLINE double GridError(const float* w, const float* imp, int64_t n, float scale, VLevel vlevel, Level level) {
+  return imp != nullptr ? ErrorSums<kWide, true>(w, imp, n, scale, vlevel, level)
+                        : ErrorSums<kWide, false>(w, imp, n, scale, vlevel, level);
+}
+
+template <bool kWide, class VLevel, class Level>
+HWY_INLINE ScaleFit GridFit(const float* w, const float* imp, int64_t n, float scale, VLevel vlevel, Level level) {
+  return imp != nullptr ? FitSums<kWide, true>(w, imp, n, scale, vlevel, level)
+                        : FitSums<kWide, false>(w, imp, n, scale, vlevel, level);
 }
 
 // Runs `run(vlevel, level)` with an integer grid's level of a vector and of
@@ -207,31 +222,27 @@ HWY_INLINE auto WithCodebook16Levels(const float* levels, const float* bounds, R
 
 double IntegerGridError(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
   return WithIntegerLevels(lo, hi, [&](auto vlevel, auto level) HWY_ATTR {
-    return imp != nullptr ? GridError<false, true>(w, imp, n, scale, vlevel, level)
-                          : GridError<false, false>(w, imp, n, scale, vlevel, level);
+    return GridError<false>(w, imp, n, scale, vlevel, level);
   });
 }
 
 double Codebook16GridError(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
                            float scale) {
   return WithCodebook16Levels(levels, bounds, [&](auto vlevel, auto level) HWY_ATTR {
-    return imp != nullptr ? GridError<true, true>(w, imp, n, scale, vlevel, level)
-                          : GridError<true, false>(w, imp, n, scale, vlevel, level);
+    return GridError<true>(w, imp, n, scale, vlevel, level);
   });
 }
 
 ScaleFit IntegerGridFit(const float* w, const float* imp, int64_t n, float lo, float hi, float scale) {
   return WithIntegerLevels(lo, hi, [&](auto vlevel, auto level) HWY_ATTR {
-    return imp != nullptr ? GridFit<false, true>(w, imp, n, scale, vlevel, level)
-                          : GridFit<false, false>(w, imp, n, scale, vlevel, level);
+    return GridFit<false>(w, imp, n, scale, vlevel, level);
   });
 }
 
 ScaleFit Codebook16GridFit(const float* w, const float* imp, int64_t n, const float* levels, const float* bounds,
                            float scale) {
   return WithCodebook16Levels(levels, bounds, [&](auto vlevel, auto level) HWY_ATTR {
-    return imp != nullptr ? GridFit<true, true>(w, imp, n, scale, vlevel, level)
-                          : GridFit<true, false>(w, imp, n, scale, vlevel, level);
+    return GridFit<true>(w, imp, n, scale, vlevel, level);
   });
 }
 
