@@ -4,8 +4,10 @@
 #include <cmath>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "core/half.h"
+#include "core/thread_pool.h"
 #include "format/gguf/dequant.h"
 #include "model/config.h"
 
@@ -54,9 +56,10 @@ namespace {
 // splitmix64: a small, fast, well-mixed generator; one stream per tensor
 // so data can be generated in any order and still be deterministic.
 struct Rng {
+  static constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;  // the state's step a draw
   uint64_t state;
   uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    uint64_t z = (state += kGamma);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
@@ -416,25 +419,36 @@ Status synth_model(const SynthOptions& o, GgufWriter* w, GgufWriter::DataFn* dat
   // and shipped in bf16; llama.cpp's converter writes some tensors, the MoE
   // routers among them, widened to F32).
   const uint64_t seed = o.seed;
-  *data_fn = [plans, seed](size_t index, std::vector<uint8_t>& out) {
+  // Rows in parallel, the same bytes as in order: a row takes the next
+  // 2 x cols draws of its tensor's stream (normal() draws twice), and
+  // splitmix64's state only adds a constant a draw, so row r's generator
+  // starts at the tensor's state plus 2 x cols x r of it.
+  auto pool = std::make_shared<ThreadPool>(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  *data_fn = [plans, seed, pool](size_t index, std::vector<uint8_t>& out) {
     const TensorPlan& t = (*plans)[index];
-    Rng rng{seed * 0x100000001B3ull + index * 0x9E3779B97F4A7C15ull + 1};
+    const uint64_t start = seed * 0x100000001B3ull + index * Rng::kGamma + 1;
     const uint64_t cols = t.dims[0];
     uint64_t rows = 1;  // every row of every expert of a 3-D tensor
     for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];
     const uint64_t row_bytes = ggml_row_bytes(*ggml_type_info(static_cast<uint32_t>(t.type)), cols);
-    std::vector<float> row(cols);
-    for (uint64_t r = 0; r < rows; ++r) {
-      for (auto& v : row) {
-        const float z = rng.normal();
-        const float x = t.kind == TensorPlan::kNorm     ? 1.0f + 0.1f * z
-                        : t.kind == TensorPlan::kConv   ? z / std::sqrt(static_cast<float>(cols))
-                        : t.kind == TensorPlan::kDecayA ? -(0.05f + 0.5f * std::fabs(z))
-                                                        : 0.02f * z;
-        v = bf16_to_f32(f32_to_bf16(x));
-      }
-      (void)quantize(t.type, row.data(), out.data() + r * row_bytes, static_cast<int64_t>(cols));
-    }
+    pool->run(
+        static_cast<int64_t>(rows),
+        [&](int64_t r0, int64_t r1) {
+          std::vector<float> row(cols);
+          Rng rng{start + static_cast<uint64_t>(r0) * 2 * cols * Rng::kGamma};
+          for (int64_t r = r0; r < r1; ++r) {
+            for (auto& v : row) {
+              const float z = rng.normal();
+              const float x = t.kind == TensorPlan::kNorm     ? 1.0f + 0.1f * z
+                              : t.kind == TensorPlan::kConv   ? z / std::sqrt(static_cast<float>(cols))
+                              : t.kind == TensorPlan::kDecayA ? -(0.05f + 0.5f * std::fabs(z))
+                                                              : 0.02f * z;
+              v = bf16_to_f32(f32_to_bf16(x));
+            }
+            (void)quantize(t.type, row.data(), out.data() + r * row_bytes, static_cast<int64_t>(cols));
+          }
+        },
+        std::max<int64_t>(1, int64_t{1 << 13} / static_cast<int64_t>(cols)));
   };
   return Status::ok();
 }

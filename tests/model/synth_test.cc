@@ -351,6 +351,31 @@ TEST(Synth, DeterministicForASeed) {
   EXPECT_NE(*synth_write_memory(o), *a);
 }
 
+// FNV-1a, 64 bits.
+uint64_t digest(const std::vector<uint8_t>& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint8_t b : bytes) h = (h ^ b) * 0x100000001b3ull;
+  return h;
+}
+
+// The rows of a matrix are made on every thread of the machine; the files
+// are the bytes the generator wrote row after row on one thread before
+// that (the tiny preset's digests, taken from that version's `ork synth
+// --preset tiny [--type Q4_0]`), so a benchmark file made by any version
+// holds the same weights. Its matrices split (128 wide, 64 rows a slice at
+// least, up to 512 rows; a row offset off by its draws fails it).
+TEST(Synth, TheSameBytesAsRowAfterRowOnOneThread) {
+  SynthOptions o;
+  synth_preset("tiny", &o);
+  const auto f32 = synth_write_memory(o);
+  ASSERT_TRUE(f32.is_ok()) << f32.status().to_string();
+  EXPECT_EQ(digest(*f32), 0x941448d598d11a83ull);
+  o.type = GgmlType::kQ4_0;
+  const auto q4 = synth_write_memory(o);
+  ASSERT_TRUE(q4.is_ok()) << q4.status().to_string();
+  EXPECT_EQ(digest(*q4), 0x670c1952953f3985ull);
+}
+
 // The MoE comparison shape: at 12 layers, 7.6B parameters (llama.cpp's
 // figures in issue 5 are for this model).
 TEST(Synth, Qwen3Moe30bPresetHasTheRightShape) {
