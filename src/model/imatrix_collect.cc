@@ -1,5 +1,6 @@
 #include "model/imatrix_collect.h"
 
+#include "core/thread_pool.h"
 #include "model/forward.h"
 
 namespace ork {
@@ -13,7 +14,8 @@ Result<ImportanceMatrix> collect_importance(const Model& model, const std::vecto
     return error(StatusCode::kInvalidArgument, "imatrix: {} calibration tokens do not fill one window of {}",
                  tokens.size(), n_ctx);
   }
-  ImportanceAccumulator acc(rotation_seed);
+  // The sums on the pool the forward pass runs on (idle while the observer runs).
+  ImportanceAccumulator acc(rotation_seed, &ThreadPool::global());
   Context ctx(model, n_ctx);
   ctx.set_observer([&](const WeightView& w, const float* x, int n) {
     if (w.name != nullptr) acc.add(w.name, x, n, w.cols);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 namespace ork {
 
 class GgufFile;
+class ThreadPool;
 
 struct ImportanceVectors {
   std::vector<float> raw;      // K values
@@ -54,21 +56,33 @@ class ImportanceMatrix {
 // in model/imatrix_collect.h feeds it from the forward pass's observer):
 // per input column the mean square, raw and in the rotated basis, and the
 // second moments where K is small enough.
+//
+// With a pool, add() runs on its threads - the rows rotated in parallel,
+// then the sums split by column (the covariance by row) - and every sum
+// still adds its terms in row order, so the matrix is the same bit for bit
+// on any number of threads. Not thread-safe itself: one add() at a time,
+// from outside the pool's loops.
 class ImportanceAccumulator {
  public:
-  explicit ImportanceAccumulator(uint64_t rotation_seed) : rotation_seed_(rotation_seed) {}
+  explicit ImportanceAccumulator(uint64_t rotation_seed, ThreadPool* pool = nullptr)
+      : rotation_seed_(rotation_seed), pool_(pool) {}
   // n rows of k floats, the input of the weight called `name`.
   void add(const std::string& name, const float* x, int n, int64_t k);
   ImportanceMatrix finish(uint64_t tokens) const;
 
  private:
   struct Sums {
+    // cov: only its lower triangle is summed (j <= i); finish() mirrors it.
     std::vector<double> raw, rotated, cov;
     uint64_t count = 0;
   };
+  // fn over [0, n) on the pool's threads (shared claims of at least
+  // `grain`), or in one call without a pool.
+  void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const;
   uint64_t rotation_seed_;
+  ThreadPool* pool_;
   std::map<std::string, Sums> sums_;
-  std::vector<float> row_;
+  std::vector<float> rotated_rows_;
 };
 
 }  // namespace ork

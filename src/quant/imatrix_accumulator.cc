@@ -5,10 +5,16 @@
 
 #include <algorithm>
 
+#include "core/thread_pool.h"
 #include "quant/rotation.h"
 #include "quant/tier.h"
 
 namespace ork {
+
+void ImportanceAccumulator::parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const {
+  if (pool_ == nullptr || pool_->size() == 1) return fn(0, n);
+  pool_->run(n, fn, grain, ThreadPool::Schedule::kShared);
+}
 
 void ImportanceAccumulator::add(const std::string& name, const float* x, int n, int64_t k) {
   Sums& a = sums_[name];
@@ -16,25 +22,39 @@ void ImportanceAccumulator::add(const std::string& name, const float* x, int n, 
   const int block = rotation_block(ks);
   a.raw.resize(static_cast<size_t>(k));
   a.rotated.resize(static_cast<size_t>(ks));
-  row_.resize(static_cast<size_t>(ks));
   const bool with_cov = k <= kMaxCovarianceK;
   if (with_cov) a.cov.resize(static_cast<size_t>(k * k));
-  for (int t = 0; t < n; ++t) {
-    const float* xt = x + static_cast<int64_t>(t) * k;
-    if (with_cov) {
-      for (int64_t i = 0; i < k; ++i) {
-        const double xi = xt[i];
+  // Each row zero-padded to ks and rotated, on its own.
+  rotated_rows_.assign(static_cast<size_t>(n) * static_cast<size_t>(ks), 0.0f);
+  float* const rot = rotated_rows_.data();
+  parallel(n, 4, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      std::copy_n(x + t * k, k, rot + t * ks);
+      rotate(rot + t * ks, ks, block, rotation_seed_);
+    }
+  });
+  // Every column's sums over the rows in order (a float times a float is
+  // exact in double, so only the order of the additions could differ).
+  parallel(ks, 256, [&](int64_t j0, int64_t j1) {
+    for (int t = 0; t < n; ++t) {
+      const float* xt = x + static_cast<int64_t>(t) * k;
+      const float* rt = rot + static_cast<int64_t>(t) * ks;
+      for (int64_t j = j0; j < std::min(j1, k); ++j) a.raw[static_cast<size_t>(j)] += static_cast<double>(xt[j]) * xt[j];
+      for (int64_t j = j0; j < j1; ++j) a.rotated[static_cast<size_t>(j)] += static_cast<double>(rt[j]) * rt[j];
+    }
+  });
+  if (with_cov) {
+    // The lower triangle, a row of it at a time over every input row.
+    parallel(k, 8, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
         double* c = &a.cov[static_cast<size_t>(i * k)];
-        for (int64_t j = 0; j < k; ++j) c[j] += xi * xt[j];
+        for (int t = 0; t < n; ++t) {
+          const float* xt = x + static_cast<int64_t>(t) * k;
+          const double xi = xt[i];
+          for (int64_t j = 0; j <= i; ++j) c[j] += xi * xt[j];
+        }
       }
-    }
-    std::fill(row_.begin(), row_.end(), 0.0f);
-    std::copy_n(xt, k, row_.begin());
-    for (int64_t j = 0; j < k; ++j) a.raw[static_cast<size_t>(j)] += static_cast<double>(xt[j]) * xt[j];
-    rotate(row_.data(), ks, block, rotation_seed_);
-    for (int64_t j = 0; j < ks; ++j) {
-      a.rotated[static_cast<size_t>(j)] += static_cast<double>(row_[static_cast<size_t>(j)]) * row_[static_cast<size_t>(j)];
-    }
+    });
   }
   a.count += static_cast<uint64_t>(n);
 }
@@ -49,7 +69,15 @@ ImportanceMatrix ImportanceAccumulator::finish(uint64_t tokens) const {
     const double inv = a.count > 0 ? 1.0 / static_cast<double>(a.count) : 0.0;
     for (double s : a.raw) v.raw.push_back(static_cast<float>(s * inv));
     for (double s : a.rotated) v.rotated.push_back(static_cast<float>(s * inv));
-    for (double s : a.cov) v.cov.push_back(static_cast<float>(s * inv));
+    const auto k = static_cast<int64_t>(a.raw.size());
+    v.cov.resize(a.cov.size());
+    for (int64_t i = 0; i < k && !a.cov.empty(); ++i) {
+      for (int64_t j = 0; j <= i; ++j) {
+        const auto s = static_cast<float>(a.cov[static_cast<size_t>(i * k + j)] * inv);
+        v.cov[static_cast<size_t>(i * k + j)] = s;
+        v.cov[static_cast<size_t>(j * k + i)] = s;
+      }
+    }
   }
   return m;
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "format/gguf/gguf.h"
@@ -16,6 +17,9 @@
 #include "model/imatrix_collect.h"
 #include "quant/imatrix.h"
 #include "quant/packer.h"
+#include "quant/rotation.h"
+#include "quant/tier.h"
+#include "core/thread_pool.h"
 #include "testdata.h"
 
 namespace ork {
@@ -229,6 +233,65 @@ TEST(Pack, ImportanceSeesEveryOutputRowWithoutTheirLogits) {
     EXPECT_EQ(f->raw, v.raw) << name;
     EXPECT_EQ(f->rotated, v.rotated) << name;
     EXPECT_EQ(f->cov, v.cov) << name;
+  }
+}
+
+// The accumulator on a pool of threads - rows rotated in parallel, sums
+// split by column, the covariance's lower triangle by row and mirrored -
+// against the plain one-thread sums it replaced (every column's terms
+// added in row order, the whole K x K): the same floats, bit for bit.
+TEST(Importance, PooledSumsAreThePlainSumsBitForBit) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  ThreadPool pool(3);
+  ImportanceAccumulator pooled(kDefaultRotationSeed, &pool);
+  struct Plain {
+    std::vector<double> raw, rotated, cov;
+    uint64_t count = 0;
+  };
+  std::map<std::string, Plain> plain;
+  // A covariance input (K = 96), one without (K = 1100 > kMaxCovarianceK),
+  // one padded for its rotation (K = 100); several calls each.
+  for (int call = 0; call < 3; ++call) {
+    for (const auto& [name, k] : {std::pair<std::string, int64_t>{"a", 96}, {"b", 1100}, {"c", 100}}) {
+      const int n = 1 + 7 * call;
+      std::vector<float> x(static_cast<size_t>(n * k));
+      for (float& v : x) v = normal(rng);
+      pooled.add(name, x.data(), n, k);
+      Plain& p = plain[name];
+      const int64_t ks = tier_stored_k(k);
+      p.raw.resize(static_cast<size_t>(k));
+      p.rotated.resize(static_cast<size_t>(ks));
+      if (k <= kMaxCovarianceK) p.cov.resize(static_cast<size_t>(k * k));
+      for (int t = 0; t < n; ++t) {
+        const float* xt = x.data() + t * k;
+        for (int64_t i = 0; i < k && !p.cov.empty(); ++i) {
+          for (int64_t j = 0; j < k; ++j) p.cov[static_cast<size_t>(i * k + j)] += static_cast<double>(xt[i]) * xt[j];
+        }
+        std::vector<float> row(static_cast<size_t>(ks), 0.0f);
+        std::copy_n(xt, k, row.begin());
+        for (int64_t j = 0; j < k; ++j) p.raw[static_cast<size_t>(j)] += static_cast<double>(xt[j]) * xt[j];
+        rotate(row.data(), ks, rotation_block(ks), kDefaultRotationSeed);
+        for (int64_t j = 0; j < ks; ++j) p.rotated[static_cast<size_t>(j)] += static_cast<double>(row[j]) * row[j];
+      }
+      p.count += static_cast<uint64_t>(n);
+    }
+  }
+  const ImportanceMatrix m = pooled.finish(99);
+  for (const auto& [name, p] : plain) {
+    const ImportanceVectors* v = m.find(name);
+    ASSERT_NE(v, nullptr) << name;
+    EXPECT_EQ(v->count, p.count);
+    const double inv = 1.0 / static_cast<double>(p.count);
+    auto same = [&](const std::vector<float>& got, const std::vector<double>& sums, const char* what) {
+      ASSERT_EQ(got.size(), sums.size()) << name << " " << what;
+      for (size_t i = 0; i < sums.size(); ++i) {
+        ASSERT_EQ(got[i], static_cast<float>(sums[i] * inv)) << name << " " << what << " [" << i << "]";
+      }
+    };
+    same(v->raw, p.raw, "raw");
+    same(v->rotated, p.rotated, "rotated");
+    same(v->cov, p.cov, "cov");
   }
 }
 
