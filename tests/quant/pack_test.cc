@@ -278,7 +278,10 @@ TEST(Importance, PooledSumsAreThePlainSumsBitForBit) {
     }
   }
   const ImportanceMatrix m = pooled.finish(99);
-  for (const auto& [name, p] : plain) {
+  for (const auto& entry : plain) {
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const std::string& name = entry.first;
+    const Plain& p = entry.second;
     const ImportanceVectors* v = m.find(name);
     ASSERT_NE(v, nullptr) << name;
     EXPECT_EQ(v->count, p.count);
