@@ -72,7 +72,8 @@ class ImportanceAccumulator {
 
  private:
   struct Sums {
-    // cov: only its lower triangle is summed (j <= i); finish() mirrors it.
+    // cov: the lower triangle alone, row after row (row i's i + 1 sums
+    // from i (i + 1) / 2 on): half the memory; finish() mirrors it.
     std::vector<double> raw, rotated, cov;
     uint64_t count = 0;
   };
