@@ -1,5 +1,7 @@
 #include "model/imatrix_collect.h"
 
+#include <utility>
+
 #include "core/thread_pool.h"
 #include "model/forward.h"
 
@@ -35,7 +37,7 @@ Result<ImportanceMatrix> collect_importance(const Model& model, const std::vecto
     used += window.size();
     if (progress) progress(c + 1, n_chunks);
   }
-  return acc.finish(used);
+  return std::move(acc).finish(used);
 }
 
 }  // namespace ork

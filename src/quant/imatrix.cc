@@ -9,15 +9,6 @@
 #include "quant/tier.h"
 
 namespace ork {
-namespace {
-
-std::vector<uint8_t> float_bytes(const std::vector<float>& v) {
-  std::vector<uint8_t> out(v.size() * 4);
-  std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
-
-}  // namespace
 
 // Per input, the rows it saw, as metadata beside its tensors (a file
 // without them still reads: the count is then unknown, 0).
@@ -29,15 +20,23 @@ Status ImportanceMatrix::save(const std::string& path, const std::string& source
   w.set("imatrix.tokens", GgufValue::make_uint64(tokens_));
   w.set("imatrix.rotation.seed", GgufValue::make_uint64(rotation_seed_));
   w.set("imatrix.source", GgufValue::make_string(source));
+  // Each tensor's floats are copied out as the file is written, one at a
+  // time: a copy of the whole matrix in bytes would double the memory the
+  // matrix already holds (about 10 GB of covariances for the full qwen3.6).
+  std::vector<const std::vector<float>*> data;
+  auto add = [&](const std::string& name, const std::vector<float>& v, std::vector<uint64_t> dims) -> Status {
+    data.push_back(&v);
+    return w.add_tensor(name, GgmlType::kF32, std::move(dims));
+  };
   for (const auto& [name, v] : entries_) {
     w.set(kCountPrefix + name, GgufValue::make_uint64(v.count));
-    ORK_RETURN_IF_ERROR(w.add_tensor(name + ".in_sq", GgmlType::kF32, {v.raw.size()}, float_bytes(v.raw)));
-    ORK_RETURN_IF_ERROR(w.add_tensor(name + ".in_sq_rot", GgmlType::kF32, {v.rotated.size()}, float_bytes(v.rotated)));
-    if (!v.cov.empty()) {
-      ORK_RETURN_IF_ERROR(w.add_tensor(name + ".in_cov", GgmlType::kF32, {v.raw.size(), v.raw.size()}, float_bytes(v.cov)));
-    }
+    ORK_RETURN_IF_ERROR(add(name + ".in_sq", v.raw, {v.raw.size()}));
+    ORK_RETURN_IF_ERROR(add(name + ".in_sq_rot", v.rotated, {v.rotated.size()}));
+    if (!v.cov.empty()) ORK_RETURN_IF_ERROR(add(name + ".in_cov", v.cov, {v.raw.size(), v.raw.size()}));
   }
-  return w.write_file(path);
+  return w.write_file(path, [&](size_t i, std::vector<uint8_t>& out) {
+    std::memcpy(out.data(), data[i]->data(), out.size());
+  });
 }
 
 Result<ImportanceMatrix> ImportanceMatrix::load(const std::string& path) {

@@ -68,7 +68,8 @@ class ImportanceAccumulator {
       : rotation_seed_(rotation_seed), pool_(pool) {}
   // n rows of k floats, the input of the weight called `name`.
   void add(const std::string& name, const float* x, int n, int64_t k);
-  ImportanceMatrix finish(uint64_t tokens) const;
+  // The matrix, the accumulator spent (its sums freed as they convert).
+  ImportanceMatrix finish(uint64_t tokens) &&;
 
  private:
   struct Sums {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <utility>
 
 #include "format/gguf/gguf.h"
 #include "format/gguf/gguf_writer.h"
@@ -224,7 +225,7 @@ TEST(Pack, ImportanceSeesEveryOutputRowWithoutTheirLogits) {
     EXPECT_EQ(0, std::memcmp(last.data(), all.data() + all.size() - last.size(), last.size() * sizeof(float)));
   }
   EXPECT_EQ(output_rows, 192);
-  const ImportanceMatrix slow = acc.finish(192);
+  const ImportanceMatrix slow = std::move(acc).finish(192);
   ASSERT_EQ(fast->entries().size(), slow.entries().size());
   for (const auto& [name, v] : slow.entries()) {
     const ImportanceVectors* f = fast->find(name);
@@ -277,7 +278,7 @@ TEST(Importance, PooledSumsAreThePlainSumsBitForBit) {
       p.count += static_cast<uint64_t>(n);
     }
   }
-  const ImportanceMatrix m = pooled.finish(99);
+  const ImportanceMatrix m = std::move(pooled).finish(99);
   for (const auto& entry : plain) {
     // Not a structured binding: clang 14 cannot capture one in the lambda below.
     const std::string& name = entry.first;
