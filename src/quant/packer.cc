@@ -145,8 +145,9 @@ std::optional<Hessian> hessian_for(const PackOptions& o, const GgufTensorInfo& t
 // sum over rows of d^T H d, d = w - w': the expected squared output error.
 // H is symmetric: d^T H d = sum_i d_i (H_ii d_i + 2 sum_{j<i} H_ij d_j), so
 // only the lower triangle is read, as floats (H came from floats), by eight
-// rows at once, each row of H met by the eight d's in one vectorised pass;
-// every inner sum is a float dot of at most k terms, the total a double.
+// rows at once, each row of H met by the eight d's in one pass (eight
+// independent sums, each in order); every inner sum is a float dot of at
+// most k terms, the total a double.
 // (Element by element and in double, row after row, this was most of a
 // GPTQ pack's measuring: k^2 sequential multiply-adds per row per tier.)
 double hessian_error(const std::vector<float>& w, const std::vector<float>& recon, const Hessian& hs) {
@@ -169,7 +170,6 @@ double hessian_error(const std::vector<float>& w, const std::vector<float>& reco
     for (int64_t i = 0; i < k; ++i) {
       const float* hi = hs.hf.data() + i * k;
       float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
-#pragma omp simd reduction(+ : s0, s1, s2, s3, s4, s5, s6, s7)
       for (int64_t j = 0; j < i; ++j) {
         const float h = hi[j];
         s0 += h * d0[j];

@@ -79,7 +79,10 @@ std::string_view tier_name(Tier tier) { return tier_info(tier).name; }
 
 std::string tier_names() {
   std::string names;
-  for (const TierInfo& t : kTiers) names += (names.empty() ? "" : " ") + std::string(t.name);
+  for (const TierInfo& t : kTiers) {
+    if (!names.empty()) names += ' ';
+    names += t.name;
+  }
   return names;
 }
 
@@ -131,7 +134,6 @@ double gptq_row(Tier tier, const float* row, const float* importance, int64_t k,
     target[static_cast<size_t>(j)] = static_cast<float>(v);
     const double d = static_cast<double>(row[j]) - v;
     double* p = pushed.data();
-#pragma omp simd
     for (int64_t i = j + 1; i < k; ++i) p[i] += d * rj[i];
   }
   float unused;

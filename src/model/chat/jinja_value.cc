@@ -369,7 +369,9 @@ void json_string(const std::string& s, bool ensure_ascii, std::string& out) {
 void dump(const Value& v, int indent, int depth, bool ascii, bool sort_keys, const std::string& item_sep,
           const std::string& key_sep, std::string& out) {
   auto newline = [&](int d) {
-    if (indent >= 0) out += "\n" + std::string(static_cast<size_t>(indent * d), ' ');
+    if (indent < 0) return;
+    out += '\n';
+    out.append(static_cast<size_t>(indent * d), ' ');
   };
   switch (v.kind()) {
     case Value::Kind::kNone: out += "null"; return;
