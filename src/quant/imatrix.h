@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ork/status.h"
@@ -22,8 +23,18 @@ class ThreadPool;
 struct ImportanceVectors {
   std::vector<float> raw;      // K values
   std::vector<float> rotated;  // k_stored values, in the rotated basis
-  std::vector<float> cov;      // K x K second moments E[x x^T] (raw basis), for
-                               // error-correcting rounding; empty when K > kMaxCovarianceK
+  // The K x K second moments E[x x^T] (raw basis), for error-correcting
+  // rounding: symmetric, so the lower triangle alone, row after row (row
+  // i's i + 1 values from lower_at(i, 0) on; half the memory of the whole -
+  // about 5 GB for the full qwen3.6's expert downs); empty when K >
+  // kMaxCovarianceK. The file holds the whole matrix.
+  std::vector<float> cov_lower;
+  // Where (i, j) of a symmetric matrix is in its lower triangle.
+  static size_t lower_at(int64_t i, int64_t j) {
+    if (j > i) std::swap(i, j);
+    return static_cast<size_t>(i * (i + 1) / 2 + j);
+  }
+  static size_t lower_size(int64_t k) { return static_cast<size_t>(k * (k + 1) / 2); }
   uint64_t count = 0;          // rows that reached this input (an expert's: the tokens routed
                                // to it); 0 in files written before it was recorded: unknown
 };
@@ -74,7 +85,7 @@ class ImportanceAccumulator {
  private:
   struct Sums {
     // cov: the lower triangle alone, row after row (row i's i + 1 sums
-    // from i (i + 1) / 2 on): half the memory; finish() mirrors it.
+    // from i (i + 1) / 2 on), as ImportanceVectors::cov_lower keeps it.
     std::vector<double> raw, rotated, cov;
     uint64_t count = 0;
   };

@@ -76,15 +76,9 @@ ImportanceMatrix ImportanceAccumulator::finish(uint64_t tokens) && {
     v.rotated.reserve(a.rotated.size());
     for (double s : a.raw) v.raw.push_back(static_cast<float>(s * inv));
     for (double s : a.rotated) v.rotated.push_back(static_cast<float>(s * inv));
-    const auto k = static_cast<int64_t>(a.raw.size());
-    if (!a.cov.empty()) v.cov.resize(static_cast<size_t>(k * k));
-    for (int64_t i = 0; i < k && !a.cov.empty(); ++i) {
-      for (int64_t j = 0; j <= i; ++j) {
-        const auto s = static_cast<float>(a.cov[static_cast<size_t>(i * (i + 1) / 2 + j)] * inv);
-        v.cov[static_cast<size_t>(i * k + j)] = s;
-        v.cov[static_cast<size_t>(j * k + i)] = s;
-      }
-    }
+    // The sums' lower triangle is the matrix's, in the same order.
+    v.cov_lower.reserve(a.cov.size());
+    for (double s : a.cov) v.cov_lower.push_back(static_cast<float>(s * inv));
   }
   rotated_rows_ = {};
   return m;

@@ -114,7 +114,7 @@ std::optional<Hessian> hessian_for(const PackOptions& o, const GgufTensorInfo& t
   }
   const ImportanceVectors* v = o.imatrix->find(t.name);
   const auto k = static_cast<int64_t>(t.ne(0));
-  if (v == nullptr || v->cov.size() != static_cast<size_t>(k * k)) return std::nullopt;
+  if (v == nullptr || v->cov_lower.size() != ImportanceVectors::lower_size(k)) return std::nullopt;
   // Second moments from fewer rows than columns are singular: GPTQ would
   // push the rounding error into directions the calibration never saw
   // (sotu-moe, 64 windows: the output matrix, then seen one row a window,
@@ -122,7 +122,9 @@ std::optional<Hessian> hessian_for(const PackOptions& o, const GgufTensorInfo& t
   // unknown, trusted as before.
   if (v->count > 0 && v->count < static_cast<uint64_t>(kGptqRowsPerColumn * k)) return std::nullopt;
   std::vector<float> m(static_cast<size_t>(ks * ks), 0.0f);
-  for (int64_t i = 0; i < k; ++i) std::copy_n(&v->cov[static_cast<size_t>(i * k)], k, &m[static_cast<size_t>(i * ks)]);
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < k; ++j) m[static_cast<size_t>(i * ks + j)] = v->cov_lower[ImportanceVectors::lower_at(i, j)];
+  }
   if (rotated) {
     // R M R^T: rotate every row (M R^T), transpose, rotate every row again.
     const int block = rotation_block(ks);

@@ -19,7 +19,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (float x : v.raw) {
       if (!(x >= 0.0f)) std::abort();
     }
-    if (!v.cov.empty() && !v.raw.empty() && v.cov.size() != v.raw.size() * v.raw.size()) std::abort();
+    if (!v.cov_lower.empty() && v.cov_lower.size() != ImportanceVectors::lower_size(static_cast<int64_t>(v.raw.size()))) {
+      std::abort();
+    }
   }
   return 0;
 }

@@ -175,6 +175,9 @@ TEST(Pack, ImportanceMatrixRoundTripsAndSteersThePlan) {
   auto loaded = ImportanceMatrix::load(path);
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
   EXPECT_EQ(loaded->find("blk.1.ffn_down.weight")->raw, m->find("blk.1.ffn_down.weight")->raw);
+  // The second moments: kept as a lower triangle, written whole, read back the same.
+  ASSERT_EQ(q->cov_lower.size(), ImportanceVectors::lower_size(128));
+  EXPECT_EQ(loaded->find("blk.0.attn_q.weight")->cov_lower, q->cov_lower);
   // Every row reached the dense inputs; the count survives the file.
   EXPECT_EQ(q->count, 256u);
   EXPECT_EQ(loaded->find("blk.0.attn_q.weight")->count, 256u);
@@ -233,7 +236,7 @@ TEST(Pack, ImportanceSeesEveryOutputRowWithoutTheirLogits) {
     EXPECT_EQ(f->count, v.count) << name;
     EXPECT_EQ(f->raw, v.raw) << name;
     EXPECT_EQ(f->rotated, v.rotated) << name;
-    EXPECT_EQ(f->cov, v.cov) << name;
+    EXPECT_EQ(f->cov_lower, v.cov_lower) << name;
   }
 }
 
@@ -295,7 +298,73 @@ TEST(Importance, PooledSumsAreThePlainSumsBitForBit) {
     };
     same(v->raw, p.raw, "raw");
     same(v->rotated, p.rotated, "rotated");
-    same(v->cov, p.cov, "cov");
+    // The whole plain matrix against the kept lower triangle, both halves.
+    const auto k = static_cast<int64_t>(p.raw.size());
+    ASSERT_EQ(v->cov_lower.size(), p.cov.empty() ? 0 : ImportanceVectors::lower_size(k)) << name;
+    for (int64_t i = 0; i < k && !p.cov.empty(); ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        ASSERT_EQ(v->cov_lower[ImportanceVectors::lower_at(i, j)], static_cast<float>(p.cov[static_cast<size_t>(i * k + j)] * inv))
+            << name << " cov [" << i << ", " << j << "]";
+      }
+    }
+  }
+}
+
+// An importance matrix file that is not one is an error naming the file
+// and the tensor (or entry) at fault, never a matrix half used.
+TEST(Importance, CorruptFilesAreErrorsNamingTheTensor) {
+  auto floats = [](std::vector<float> v) {
+    std::vector<uint8_t> b(v.size() * sizeof(float));
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  struct Tensor {
+    std::string name;
+    std::vector<uint64_t> dims;
+    std::vector<float> values;
+    GgmlType type = GgmlType::kF32;
+  };
+  auto parse = [&](const std::vector<Tensor>& tensors) {
+    GgufWriter w;
+    w.set("general.type", GgufValue::make_string("imatrix"));
+    for (const Tensor& t : tensors) {
+      std::vector<uint8_t> bytes = floats(t.values);
+      if (t.type == GgmlType::kF16) bytes.resize(bytes.size() / 2);
+      EXPECT_TRUE(w.add_tensor(t.name, t.type, t.dims, bytes).is_ok()) << t.name;
+    }
+    auto file = GgufFile::parse(MappedFile::from_bytes(w.write_memory().value(), "bad.imatrix"));
+    EXPECT_TRUE(file.is_ok());
+    return ImportanceMatrix::parse(*file);
+  };
+  const auto ks = static_cast<uint64_t>(tier_stored_k(2));
+  const Tensor sq{"w.in_sq", {2}, {1, 2}}, rot{"w.in_sq_rot", {ks}, std::vector<float>(ks, 1.0f)};
+  const Tensor cov{"w.in_cov", {2, 2}, {1, 3, 3, 4}};
+  {
+    auto good = parse({sq, rot, cov});
+    ASSERT_TRUE(good.is_ok()) << good.status().to_string();
+    EXPECT_EQ(good->find("w")->cov_lower, (std::vector<float>{1, 3, 4}));
+  }
+  struct Case {
+    std::vector<Tensor> tensors;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{sq, rot, {"w.in_cov", {2, 2}, {1, 3, 2, 4}}}, "bad.imatrix: tensor 'w.in_cov' is not symmetric: [1, 0] is 2, [0, 1] is 3"},
+      {{sq, rot, {"w.in_cov", {4}, {1, 3, 3, 4}}}, "bad.imatrix: tensor 'w.in_cov' is not an F32 square matrix"},
+      {{{"w.in_sq", {2, 2}, {1, 0, 0, 1}}}, "bad.imatrix: tensor 'w.in_sq' is not an F32 vector"},
+      {{{"w.in_sq", {2}, {1, 2}, GgmlType::kF16}}, "bad.imatrix: tensor 'w.in_sq' is not an F32 vector"},
+      {{{"w.in_sq", {2}, {1, -2}}}, "bad.imatrix: tensor 'w.in_sq' holds -2"},
+      {{sq, {"w.in_cov", {2, 2}, {1, NAN, NAN, 4}}}, "bad.imatrix: tensor 'w.in_cov' holds nan"},
+      {{sq, {"w.in_cov", {3, 3}, {1, 0, 0, 0, 1, 0, 0, 0, 1}}}, "bad.imatrix: entry 'w': '.in_cov' is not 2 x 2"},
+      {{sq, {"w.in_sq_rot", {3}, {1, 1, 1}}}, "bad.imatrix: entry 'w': '.in_sq_rot' has 3 values, '.in_sq' 2"},
+      {{rot}, "bad.imatrix: entry 'w' has no '.in_sq' vector"},
+      {{sq, {"w.other", {2}, {1, 2}}}, "bad.imatrix: unexpected tensor 'w.other'"},
+  };
+  for (const Case& c : cases) {
+    auto m = parse(c.tensors);
+    ASSERT_FALSE(m.is_ok()) << c.message;
+    EXPECT_EQ(m.status().code(), StatusCode::kCorrupt) << c.message;
+    EXPECT_EQ(m.status().message(), c.message);
   }
 }
 
