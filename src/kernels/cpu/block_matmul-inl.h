@@ -551,6 +551,17 @@ HWY_INLINE void Block32TileBody(const QuantWeights& w, const BlockActs& a, const
     return WidenAdd(hn::Add(C::Pairs(c0v, a0), C::Pairs(c1v, a1)), hn::Zero(d32));
   };
   const int64_t groups = w.k / 32, steps = groups / kStepGroups;
+#if ORK_X86_256
+  // The kinds whose headers are a bare f16 d (q40, q50, iq4nl) lie side by
+  // side: eight groups' scales of a row convert in one instruction every
+  // four steps, and each step's two spread by one permute - instead of two
+  // scalar conversions, two broadcasts and an insert a row a step, which
+  // were as many instructions as the step's arithmetic. The same floats.
+  constexpr bool kScales8 = kStepGroups == 2 && !C::kWeightOrder && C::kHeader == 2;
+  alignas(32) static constexpr int32_t kSpread[4][8] = {
+      {0, 0, 0, 0, 1, 1, 1, 1}, {2, 2, 2, 2, 3, 3, 3, 3}, {4, 4, 4, 4, 5, 5, 5, 5}, {6, 6, 6, 6, 7, 7, 7, 7}};
+  __m256 scales8[R];
+#endif
   for (int64_t st = 0; st < steps; ++st) {
     const int64_t g = st * kStepGroups;
     if constexpr (kFar) {
@@ -569,8 +580,24 @@ HWY_INLINE void Block32TileBody(const QuantWeights& w, const BlockActs& a, const
     hn::Vec<decltype(df)> wv[R];
     if constexpr (kStepGroups == 2 && !C::kWeightOrder) {
       if (C::kAdd16 || a.step_scales != nullptr) {
+        bool spread = false;
+#if ORK_X86_256
+        if constexpr (kScales8) {
+          const int64_t at = g % 8;
+          if (g - at + 8 <= groups) {
+            if (at == 0) {
+              for (int r = 0; r < R; ++r) {
+                scales8[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hd[r] + g * 2)));
+              }
+            }
+            const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(kSpread[at / 2]));
+            for (int r = 0; r < R; ++r) wv[r] = hn::Vec<decltype(df)>{_mm256_permutevar8x32_ps(scales8[r], idx)};
+            spread = true;
+          }
+        }
+#endif
         const hn::Half<decltype(df)> dh;
-        for (int r = 0; r < R; ++r) {
+        for (int r = 0; r < R && !spread; ++r) {
           wv[r] = hn::Combine(df, hn::Set(dh, HeaderF16(hd[r] + (g + 1) * C::kHeader)),
                               hn::Set(dh, HeaderF16(hd[r] + g * C::kHeader)));
         }
