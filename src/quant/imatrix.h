@@ -84,8 +84,7 @@ class ImportanceAccumulator {
 
  private:
   struct Sums {
-    // cov: the lower triangle alone, row after row (row i's i + 1 sums
-    // from i (i + 1) / 2 on), as ImportanceVectors::cov_lower keeps it.
+    // cov: the lower triangle alone, laid out as ImportanceVectors::cov_lower.
     std::vector<double> raw, rotated, cov;
     uint64_t count = 0;
   };

@@ -23,7 +23,7 @@ void ImportanceAccumulator::add(const std::string& name, const float* x, int n, 
   a.raw.resize(static_cast<size_t>(k));
   a.rotated.resize(static_cast<size_t>(ks));
   const bool with_cov = k <= kMaxCovarianceK;
-  if (with_cov) a.cov.resize(static_cast<size_t>(k * (k + 1) / 2));
+  if (with_cov) a.cov.resize(ImportanceVectors::lower_size(k));
   // Each row zero-padded to ks and rotated, on its own.
   rotated_rows_.assign(static_cast<size_t>(n) * static_cast<size_t>(ks), 0.0f);
   float* const rot = rotated_rows_.data();
@@ -47,7 +47,7 @@ void ImportanceAccumulator::add(const std::string& name, const float* x, int n, 
     // The lower triangle, a row of it at a time over every input row.
     parallel(k, 8, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
-        double* c = &a.cov[static_cast<size_t>(i * (i + 1) / 2)];
+        double* c = &a.cov[ImportanceVectors::lower_at(i, 0)];
         for (int t = 0; t < n; ++t) {
           const float* xt = x + static_cast<int64_t>(t) * k;
           const double xi = xt[i];
