@@ -349,49 +349,47 @@ HWY_INLINE void BlockTileBody(const QuantWeights& w, const BlockActs& a, const i
         PrefetchSpan<R * step0>(next0 + at_step * R * step0);
         PrefetchSpan<R * (step1 > 0 ? step1 : 8)>(next1 + at_step * R * (step1 > 0 ? step1 : 8));
       }
-      VU8 c0[R], c1[R];
-      VI16 s0[R], s1[R];
-      for (int r = 0; r < R; ++r) {
-        C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
-        s0[r] = C::StepScales(source[r], st, 0);
-        s1[r] = C::kSub32 ? s0[r] : C::StepScales(source[r], st, 1);
-      }
-      // The dot product's scales as int32 lanes, once a step: a scale
-      // vector's two int16 halves of each lane are equal, so the high one, widened.
-      VI32 w0[R], w1[R];
-      if constexpr (kDot) {
-        for (int r = 0; r < R; ++r) {
-          w0[r] = hn::ShiftRight<16>(hn::BitCast(d32, s0[r]));
-          w1[r] = hn::ShiftRight<16>(hn::BitCast(d32, s1[r]));
-        }
-      }
+      // Row by row: a row's codes and scales meet every token before the
+      // next row's inflate. Decode's two rows side by side had kept both
+      // rows' codes, scales and sums live at once - more than AVX2's sixteen
+      // registers, so GCC put the two int32 sums on the stack, a store and
+      // a reload in their chains every step. With this order and i6's high
+      // bits by lookup (AddHighBits) q6_K's decode loop spills nothing.
       const int8_t* p = panel + at_step * T * kStepBytes;
-      for (int t = 0; t < T; ++t) {
-        const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
-        for (int r = 0; r < R; ++r) {
+      for (int r = 0; r < R; ++r) {
+        VU8 c0, c1;
+        C::LoadStep(row0[r], row1[r], g, c0, c1);
+        const VI16 s0 = C::StepScales(source[r], st, 0);
+        const VI16 s1 = C::kSub32 ? s0 : C::StepScales(source[r], st, 1);
+        // The dot product's scales as int32 lanes, once a step: a scale
+        // vector's two int16 halves of each lane are equal, so the high one, widened.
+        [[maybe_unused]] const VI32 w0 = hn::ShiftRight<16>(hn::BitCast(d32, s0));
+        [[maybe_unused]] const VI32 w1 = hn::ShiftRight<16>(hn::BitCast(d32, s1));
+        for (int t = 0; t < T; ++t) {
+          const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
 #if ORK_ARM_DOT
           if constexpr (kDot) {
             if constexpr (C::kMins) {
-              const VI32 v = DotAdd(C::Signed(c1[r]), av1, DotAdd(C::Signed(c0[r]), av0, hn::Zero(d32)));
-              acc[r][t] = hn::Add(acc[r][t], hn::Mul(v, w0[r]));
+              const VI32 v = DotAdd(C::Signed(c1), av1, DotAdd(C::Signed(c0), av0, hn::Zero(d32)));
+              acc[r][t] = hn::Add(acc[r][t], hn::Mul(v, w0));
             } else {
-              const VI32 v0 = DotAdd(C::Signed(c0[r]), av0, hn::Zero(d32));
-              const VI32 v1 = DotAdd(C::Signed(c1[r]), av1, hn::Zero(d32));
-              acc[r][t] = hn::Add(acc[r][t], hn::Add(hn::Mul(v0, w0[r]), hn::Mul(v1, w1[r])));
+              const VI32 v0 = DotAdd(C::Signed(c0), av0, hn::Zero(d32));
+              const VI32 v1 = DotAdd(C::Signed(c1), av1, hn::Zero(d32));
+              acc[r][t] = hn::Add(acc[r][t], hn::Add(hn::Mul(v0, w0), hn::Mul(v1, w1)));
             }
             continue;
           }
 #endif
           VI16 q0, q1;
-          C::Pairs(c0[r], av0, q0);
-          C::Pairs(c1[r], av1, q1);
+          C::Pairs(c0, av0, q0);
+          C::Pairs(c1, av1, q1);
           if constexpr (C::kMins) {
             // One sub-scale for both halves and small unsigned codes: the
             // two pair sums add in int16 (2 * 2 * 31 * 127 < 2^15) and
             // widen once.
-            acc[r][t] = ScaledWidenAdd(hn::Add(q0, q1), s0[r], acc[r][t]);
+            acc[r][t] = ScaledWidenAdd(hn::Add(q0, q1), s0, acc[r][t]);
           } else {
-            acc[r][t] = ScaledWidenAdd(q1, s1[r], ScaledWidenAdd(q0, s0[r], acc[r][t]));
+            acc[r][t] = ScaledWidenAdd(q1, s1, ScaledWidenAdd(q0, s0, acc[r][t]));
           }
         }
       }
