@@ -306,12 +306,22 @@ HWY_INLINE void TileSums(const QuantWeights& w, const int8_t* panel, int64_t r0,
     }
     typename C::V c0[R], c1[R];
     for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
-    for (int t = 0; t < T; ++t) {
-      const VI8 av0 = hn::LoadU(di, p + t * kStepBytes);
-      const VI8 av1 = hn::LoadU(di, p + t * kStepBytes + kL);
-      for (int r = 0; r < R; ++r) {
-        mac(r, t, 0, c0[r], av0);
-        mac(r, t, 1, c1[r], av1);
+    if constexpr (T == 1) {
+      // Decode: every row's first half, then every row's second. Token by
+      // token (the same order for one token, rows interleaved by half) made
+      // the i4 decode tile 6-11 % slower in L2 at K = 512 (four
+      // interleaved rounds).
+      const VI8 av0 = hn::LoadU(di, p), av1 = hn::LoadU(di, p + kL);
+      for (int r = 0; r < R; ++r) mac(r, 0, 0, c0[r], av0);
+      for (int r = 0; r < R; ++r) mac(r, 0, 1, c1[r], av1);
+    } else {
+      for (int t = 0; t < T; ++t) {
+        const VI8 av0 = hn::LoadU(di, p + t * kStepBytes);
+        const VI8 av1 = hn::LoadU(di, p + t * kStepBytes + kL);
+        for (int r = 0; r < R; ++r) {
+          mac(r, t, 0, c0[r], av0);
+          mac(r, t, 1, c1[r], av1);
+        }
       }
     }
     g += kStepGroups;
