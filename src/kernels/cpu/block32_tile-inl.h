@@ -134,18 +134,10 @@ HWY_INLINE void Block32TileBody(const QuantWeights& w, const BlockActs& a, const
     return WidenAdd(hn::Add(C::Pairs(c0v, a0), C::Pairs(c1v, a1)), hn::Zero(d32));
   };
   const int64_t groups = w.k / 32, steps = groups / kStepGroups;
-#if ORK_X86_256
-  // The kinds whose headers are a bare f16 d (q40, q50, iq4nl) lie side by
-  // side: eight groups' scales of a row convert in one instruction every
-  // four steps, and each step's two spread by one permute - instead of two
-  // scalar conversions, two broadcasts and an insert a row a step, which
-  // were as many instructions as the step's arithmetic. The same floats.
-  constexpr bool kScales8 = kStepGroups == 2 && !C::kWeightOrder && C::kHeader == 2;
-  alignas(32) static constexpr int32_t kSpread[4][8] = {
-      {0, 0, 0, 0, 1, 1, 1, 1}, {2, 2, 2, 2, 3, 3, 3, 3}, {4, 4, 4, 4, 5, 5, 5, 5}, {6, 6, 6, 6, 7, 7, 7, 7}};
-  __m256 scales8[R];
-#endif
-  for (int64_t st = 0; st < steps; ++st) {
+  // One step: its prefetch, its rows' codes, and every token against them;
+  // wv: the rows' two weight scales as a vector (with step_scales), or
+  // (scaled, one token) already times the token's two activation scales.
+  auto step = [&](int64_t st, const hn::Vec<decltype(df)>* wv, bool scaled) HWY_ATTR {
     const int64_t g = st * kStepGroups;
     if constexpr (kFar) {
       for (int r = 0; r < R; ++r) {
@@ -158,34 +150,6 @@ HWY_INLINE void Block32TileBody(const QuantWeights& w, const BlockActs& a, const
     }
     VI8 c0[R], c1[R];
     for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
-    // With step_scales: each row's two weight scales once a step, met by
-    // each token's precomputed pair (the same products, in vectors).
-    hn::Vec<decltype(df)> wv[R];
-    if constexpr (kStepGroups == 2 && !C::kWeightOrder) {
-      if (C::kAdd16 || a.step_scales != nullptr) {
-        bool spread = false;
-#if ORK_X86_256
-        if constexpr (kScales8) {
-          const int64_t at = g % 8;
-          if (g - at + 8 <= groups) {
-            if (at == 0) {
-              for (int r = 0; r < R; ++r) {
-                scales8[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hd[r] + g * 2)));
-              }
-            }
-            const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(kSpread[at / 2]));
-            for (int r = 0; r < R; ++r) wv[r] = hn::Vec<decltype(df)>{_mm256_permutevar8x32_ps(scales8[r], idx)};
-            spread = true;
-          }
-        }
-#endif
-        const hn::Half<decltype(df)> dh;
-        for (int r = 0; r < R && !spread; ++r) {
-          wv[r] = hn::Combine(df, hn::Set(dh, HeaderF16(hd[r] + (g + 1) * C::kHeader)),
-                              hn::Set(dh, HeaderF16(hd[r] + g * C::kHeader)));
-        }
-      }
-    }
     const int8_t* p = panel + st * T * kStepBytes;
     for (int t = 0; t < T; ++t) {
       const VI8 av0 = hn::LoadU(di, p + t * kStepBytes), av1 = hn::LoadU(di, p + t * kStepBytes + kL);
@@ -198,7 +162,8 @@ HWY_INLINE void Block32TileBody(const QuantWeights& w, const BlockActs& a, const
           if constexpr (kStepGroups == 1) {
             facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v), hn::Set(df, scale_of(r, t, g)), facc[r][t]);
           } else {  // step_scales are always made for these kinds
-            const auto sv = hn::Mul(wv[r], hn::LoadU(df, a.step_scales + ((t0 + t) * steps + st) * hn::Lanes(df)));
+            const auto sv =
+                scaled ? wv[r] : hn::Mul(wv[r], hn::LoadU(df, a.step_scales + ((t0 + t) * steps + st) * hn::Lanes(df)));
             facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v), sv, facc[r][t]);
           }
           for (int i = 0; i < kStepGroups; ++i) add_mins(r, t, g + i);
@@ -211,7 +176,8 @@ HWY_INLINE void Block32TileBody(const QuantWeights& w, const BlockActs& a, const
           facc[r][t] = hn::MulAdd(hn::ConvertTo(df, v1), hn::Set(df, scale_of(r, t, g + 1)),
                                   hn::MulAdd(hn::ConvertTo(df, v0), hn::Set(df, scale_of(r, t, g)), facc[r][t]));
         } else if (a.step_scales != nullptr) {
-          const auto sv = hn::Mul(wv[r], hn::LoadU(df, a.step_scales + ((t0 + t) * steps + st) * hn::Lanes(df)));
+          const auto sv =
+              scaled ? wv[r] : hn::Mul(wv[r], hn::LoadU(df, a.step_scales + ((t0 + t) * steps + st) * hn::Lanes(df)));
           facc[r][t] = hn::MulAdd(hn::ConvertTo(df, hn::Add(v0, v1)), sv, facc[r][t]);
         } else {
           const hn::Half<decltype(df)> dh;
@@ -221,6 +187,59 @@ HWY_INLINE void Block32TileBody(const QuantWeights& w, const BlockActs& a, const
         for (int i = 0; i < kStepGroups; ++i) add_mins(r, t, g + i);
       }
     }
+  };
+  // The steps, each with its rows' two weight scales (with step_scales).
+  // The kinds whose headers are a bare f16 d (q40, q50, iq4nl) lie side by
+  // side: on 256-bit x86 eight groups' scales of a row convert in one
+  // instruction, and four steps' worth run unrolled, each step's two
+  // spread by one permute - instead of two scalar conversions, two
+  // broadcasts and an insert a row a step, which were as many instructions
+  // as the step's arithmetic, and of a test and a branch a step for where
+  // the eight begin. One token (decode) meets its eight activation scales
+  // there too, once for the four steps, instead of a multiply a row a
+  // step. The same floats.
+  const bool with_scales = kStepGroups == 2 && !C::kWeightOrder && (C::kAdd16 || a.step_scales != nullptr);
+  int64_t st = 0;
+#if ORK_X86_256
+  constexpr bool kScales8 = kStepGroups == 2 && !C::kWeightOrder && C::kHeader == 2;
+  if constexpr (kScales8) {
+    alignas(32) static constexpr int32_t kSpread[4][8] = {
+        {0, 0, 0, 0, 1, 1, 1, 1}, {2, 2, 2, 2, 3, 3, 3, 3}, {4, 4, 4, 4, 5, 5, 5, 5}, {6, 6, 6, 6, 7, 7, 7, 7}};
+    // One token of a kind that adds in int16 (q40, q50): its activations
+    // come in blocks of 32 (act_block), a scale a group - scale_of's
+    // products, eight at a time.
+    constexpr bool kScaled8 = T == 1 && C::kAdd16;
+    if (with_scales && (!kScaled8 || a.blocks == groups)) {
+      for (; st + 4 <= steps; st += 4) {
+        __m256 scales8[R];
+        for (int r = 0; r < R; ++r) {
+          scales8[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hd[r] + st * kStepGroups * 2)));
+          if constexpr (kScaled8) {
+            scales8[r] = _mm256_mul_ps(scales8[r], _mm256_loadu_ps(a.scale + t0 * a.blocks + st * kStepGroups));
+          }
+        }
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) {
+          const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(kSpread[u]));
+          hn::Vec<decltype(df)> wv[R];
+          for (int r = 0; r < R; ++r) wv[r] = hn::Vec<decltype(df)>{_mm256_permutevar8x32_ps(scales8[r], idx)};
+          step(st + u, wv, kScaled8);
+        }
+      }
+    }
+  }
+#endif
+  for (; st < steps; ++st) {
+    hn::Vec<decltype(df)> wv[R];
+    if (with_scales) {
+      const int64_t g = st * kStepGroups;
+      const hn::Half<decltype(df)> dh;
+      for (int r = 0; r < R; ++r) {
+        wv[r] = hn::Combine(df, hn::Set(dh, HeaderF16(hd[r] + (g + 1) * C::kHeader)),
+                            hn::Set(dh, HeaderF16(hd[r] + g * C::kHeader)));
+      }
+    }
+    step(st, wv, false);
   }
   if constexpr (kStepGroups == 2) {
     if (steps * 2 < groups) {  // the odd group, in weight order
