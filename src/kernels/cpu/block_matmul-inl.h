@@ -24,10 +24,17 @@
 // IQ4_NL's codebook (iq4nl, iq4xs), as int8 levels for a byte shuffle.
 alignas(16) constexpr int8_t kIq4nlTable[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+// The kinds whose sub-scales are unsigned (q4k's and q5k's six bits,
+// q2k's nibbles): a step's scales need no sign extension.
+template <CodeKind K>
+constexpr bool kUnsignedScales = K == CodeKind::kQ4k || K == CodeKind::kQ5k || K == CodeKind::kQ2k;
+
 // The scale byte each int16 lane of a step's code vector takes, as an index
-// into the super-block's sub-scales (broadcast to every 128-bit block), in
-// the high byte of the lane (0x80 zeroes the low one; a shift right by 8
-// then sign-extends it). Lane byte p of code vector `half` (c0, c1) of
+// into the super-block's sub-scales (broadcast to every 128-bit block): in
+// the high byte of the lane for the signed kinds (0x80 zeroes the low one;
+// a shift right by 8 then sign-extends it), in the low byte for the
+// unsigned ones (0x80 zeroes the high one: the lane is the scale, no
+// shift - an instruction less a row a step). Lane byte p of code vector `half` (c0, c1) of
 // step s covers group s * kStepGroups + p / 16, its first (c0) or second
 // (c1) 16 weights: q4k takes the group's scale, q6k, q3k and q2k the
 // 16-weight sub-block's.
@@ -41,7 +48,8 @@ struct BlockScaleTables {
         for (size_t p = 0; p < kL; ++p) {
           const int group = st * kStepGroups + static_cast<int>(p / 16);
           const int sub = K == CodeKind::kQ6k || K == CodeKind::kQ3k || K == CodeKind::kQ2k ? 2 * group + half : group;
-          idx[st][half][p] = p % 2 == 0 ? 0x80 : static_cast<uint8_t>(sub);
+          const size_t at = kUnsignedScales<K> ? 0 : 1;  // the lane's byte that takes the scale
+          idx[st][half][p] = p % 2 == at ? static_cast<uint8_t>(sub) : 0x80;
         }
       }
     }
@@ -256,6 +264,7 @@ struct BlockCodes {
   static HWY_INLINE VI16 StepScales(VU8 source, int st, int half) {
     const DU8 du;
     const auto bytes = hn::TableLookupBytesOr0(source, hn::Load(du, kBlockScales<K>.idx[st][half]));
+    if constexpr (kUnsignedScales<K>) return hn::BitCast(DI16(), bytes);
     return hn::ShiftRight<8>(hn::BitCast(DI16(), bytes));
   }
 };
