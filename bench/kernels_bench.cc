@@ -114,7 +114,7 @@ void BM_QuantMatmul(benchmark::State& state) {
 }
 
 BENCHMARK(BM_QuantMatmul)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, 17}, {1, 2, 4, 8, 10, 15, 16, 64}, {512, 768, 2048, 8192}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {1, 2, 4, 8, 10, 15, 16, 64}, {512, 768, 2048, 8192}})
     ->ArgNames({"kind", "M", "K"})
     ->Unit(benchmark::kMicrosecond);
 

@@ -480,21 +480,24 @@ HWY_NOINLINE void BlockDecodeFar(const QuantWeights& w, const BlockActs& a, cons
 
 // Tokens [t_begin, t_end) of a batch against rows [row_begin, row_end):
 // tokens in chunks kept in L2, tiles of 8 (the weight-order kinds, q80
-// and i8, one float accumulator a token; and on AVX2 the super-block
+// and i8, one float accumulator a token; and on x86 the super-block
 // kinds), 4, 2 and 1 tokens over blocks of rows kept in L2. A super-block
 // kind's tile keeps an int32 and a float sum a token: with eight tokens
 // AVX2 keeps part of them on the stack, but its step inflates a row's
 // codes and scales once for eight tokens instead of four, and for q6k,
 // q3k and iq4xs (whose inflation is most of a step of four) that won:
-// `BM_QuantMatmul/kind:*/M:64/K:2048`, best of 25 alternated, q6k 1.18x,
-// q3k 1.14x, iq4xs 1.11x, q5k and q2k 1.05x, q4k 1.01x. The 32-weight
-// kinds keep four (eight: q4_0 0.97x - a token's work there is mostly its
-// own scale products, not the row's inflation). `q`: every token's codes.
+// `BM_QuantMatmul/kind:*/M:64/K:2048`, best of 25 alternated, Zen 3 AVX2:
+// q6k 1.18x, q3k 1.14x, iq4xs 1.11x, q5k and q2k 1.05x, q4k 1.01x; Zen 5
+// AVX3_VNNI (32 registers, no spills; q4k and q6k batches take Rows16
+// there): q3k 1.17x, q2k 1.09x, q5k 1.09x, iq4xs 1.01x. The 32-weight
+// kinds keep four (eight: q4_0 0.97x on AVX2 - a token's work there is
+// mostly its own scale products, not the row's inflation; on AVX3_VNNI
+// q4_1 0.86x, q5_1 0.96x). `q`: every token's codes.
 template <CodeKind K, bool kDot>
 void BlockBatch(const QuantWeights& w, const BlockActs& acts, const int8_t* q, int64_t k, float* y, int64_t ldy,
                 int64_t row_begin, int64_t row_end, int t_begin, int t_end) {
   constexpr bool kNibbleOrder = K != CodeKind::kQ80 && K != CodeKind::kI8;  // the weight-order kinds
-  constexpr bool kEights = !kNibbleOrder || (HWY_TARGET == HWY_AVX2 && !kBlock32<K>);
+  constexpr bool kEights = !kNibbleOrder || (ORK_X86_256 && !kBlock32<K>);
   thread_local std::vector<int8_t> scratch;
   const int chunk = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 10) / k / 4 * 4, 4, 256));
   const int64_t row_bytes = plane0_row_bytes(K, w.k) + plane1_row_bytes(K, w.k);
