@@ -141,7 +141,7 @@ void BM_QuantMatmulInL2(benchmark::State& state) {
   state.SetLabel(std::string(kKindNames[state.range(0)]) + ", in L2");
 }
 BENCHMARK(BM_QuantMatmulInL2)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 9, 10, 6, 7, 14, 15, 11, 12, 13}, {512, 2048, 8192}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 9, 10, 6, 7, 14, 15, 11, 12, 13, 16, 17}, {512, 2048, 8192}})
     ->ArgNames({"kind", "K"})
     ->Unit(benchmark::kMicrosecond);
 
