@@ -34,10 +34,10 @@ constexpr bool kUnsignedScales = K == CodeKind::kQ4k || K == CodeKind::kQ5k || K
 // the high byte of the lane for the signed kinds (0x80 zeroes the low one;
 // a shift right by 8 then sign-extends it), in the low byte for the
 // unsigned ones (0x80 zeroes the high one: the lane is the scale, no
-// shift - an instruction less a row a step). Lane byte p of code vector `half` (c0, c1) of
-// step s covers group s * kStepGroups + p / 16, its first (c0) or second
-// (c1) 16 weights: q4k takes the group's scale, q6k, q3k and q2k the
-// 16-weight sub-block's.
+// shift - an instruction less a row a step). Lane byte p of code vector
+// `half` (c0, c1) of step s covers group s * kStepGroups + p / 16, its
+// first (c0) or second (c1) 16 weights: q4k takes the group's scale, q6k,
+// q3k and q2k the 16-weight sub-block's.
 template <CodeKind K>
 struct BlockScaleTables {
   static constexpr int kSteps = static_cast<int>(kSuperBlock / 32 / kStepGroups);
