@@ -360,8 +360,7 @@ HWY_INLINE void Sub16Decode512(const BlockRows<K, R>& rows, const Decode512Acts&
         // exactly, in place of a vpmulld and an add: in L2 1.04-1.09x
         // (session 49, best of 20). The signed scales would need their
         // high halves cleared first: q3_K 0.98x that way, not taken.
-        asm("vpdpwssd %2, %1, %0" : "+v"(isum) : "v"(dlo), "v"(slo));
-        asm("vpdpwssd %2, %1, %0" : "+v"(isum) : "v"(dhi), "v"(shi));
+        isum = PairsDotAdd512(PairsDotAdd512(isum, dlo, slo), dhi, shi);
       } else {
         isum = _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(dlo, slo), _mm512_mullo_epi32(dhi, shi)));
       }

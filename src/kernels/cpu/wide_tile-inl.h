@@ -17,6 +17,11 @@ HWY_INLINE __m512i DotAddUnsigned512(__m512i acc, __m512i u, __m512i s) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
   return acc;
 }
+// acc + each int32 lane's two int16 products (vpdpwssd), 512 bits.
+HWY_INLINE __m512i PairsDotAdd512(__m512i acc, __m512i p, __m512i s) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(p), "v"(s));
+  return acc;
+}
 
 // Tile's 1 x T batch tile on AVX-512 VNNI: a step's two code vectors side
 // by side in one 512-bit register meet a token's whole step of activations
