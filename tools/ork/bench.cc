@@ -21,6 +21,7 @@
 #include "profile_report.h"
 #include "npu_cli.h"
 #include "core/memory.h"
+#include "core/page_reach.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/targets.h"
@@ -93,6 +94,9 @@ class BandwidthProbe {
     if (std::accumulate(sink_.begin(), sink_.end(), uint64_t{0}) == 42) std::fputc(' ', stderr);  // keep the loads
     return best;
   }
+  // Whether the buffer's huge pages reach in the TLB (core/page_reach.h):
+  // its first pages written over, which the reads do not mind.
+  PageReach page_reach() { return measure_page_reach(mem_.data(), mem_.size()); }
 
  private:
   ThreadPool& pool_;
@@ -108,6 +112,21 @@ std::string cpu_name() {
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   }
   return "unknown";
+}
+
+// The line `ork bench` prints under the machine's.
+std::string page_reach_line(const PageReach& r) {
+  if (r.spread_ns <= 0) return "pages            not measured (the probe's buffer is too small)";
+  return fmt::format("pages            {}: a walk over {} lines in as many 4 KiB pages {:.1f} ns a step, packed {:.1f} ns{}",
+                     r.huge_translations() ? "huge pages reach in the TLB" : "translated at 4 KiB",
+                     kPageReachLines, r.spread_ns, r.packed_ns,
+                     r.huge_translations() ? "" : " (huge pages not granted, or a VM whose host maps 4 KiB pages): "
+                                                  "scattered reads, such as routed experts, pay a page walk every 4 KiB");
+}
+
+std::string page_reach_json(const PageReach& r) {
+  return fmt::format("\"page_walk_ns\": {:.2f}, \"packed_walk_ns\": {:.2f}, \"huge_translations\": {}", r.spread_ns,
+                     r.packed_ns, r.huge_translations() ? "true" : "false");
 }
 
 // -d: the context a measurement starts from, filled with random tokens in
@@ -284,13 +303,14 @@ int probe_only(const BenchOptions& o, ThreadPool& pool) {
   BandwidthProbe probe(pool, bytes);
   if (!probe.ok()) return fail(fmt::format("cannot allocate the {} MiB the bandwidth probe reads", bytes >> 20));
   const double gbps = probe.measure(5);
+  const PageReach reach = probe.page_reach();
   if (o.json) {
-    std::printf("{\"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f}}\n",
-                cpu_name().c_str(), pool.size(), cpu::current_target(), gbps);
+    std::printf("{\"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f, %s}}\n",
+                cpu_name().c_str(), pool.size(), cpu::current_target(), gbps, page_reach_json(reach).c_str());
   } else {
     std::printf("read bandwidth %.2f GB/s (%s, %d threads, best of 5 passes over %zu MiB, each as 1, 2 and 4 streams a "
-                "thread)\n",
-                gbps, cpu_name().c_str(), pool.size(), bytes >> 20);
+                "thread)\n%s\n",
+                gbps, cpu_name().c_str(), pool.size(), bytes >> 20, page_reach_line(reach).c_str());
   }
   return 0;
 }
@@ -331,6 +351,7 @@ int bench(BenchOptions& o) {
   if (!probe.ok()) return fail(fmt::format("cannot allocate the {} MiB the bandwidth probe reads", bytes >> 20));
   ExpertCacheStats decode_cache;  // summed over the repetitions' decodes
   std::vector<double> bws = {probe.measure(5)};
+  const PageReach reach = probe.page_reach();
   NpuCli& npu_cli = o.npu;
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
   if (Status st = npu_cli.check_model(*model); !st.is_ok()) return fail(st.to_string());
@@ -442,7 +463,7 @@ int bench(BenchOptions& o) {
                                      "\"ratio_to_one_max\": {:.4f}}}",
                                      o.parallel, pt.median, pt.min, pt.max, pr.median, pr.min, pr.max);
   if (o.json) {
-    std::printf("{\"model\": \"%s\", \"resident\": %s, \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f}, "
+    std::printf("{\"model\": \"%s\", \"resident\": %s, \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f, %s}, "
                 "\"depth\": %d, \"cache_type_k\": \"%s\", \"cache_type_v\": \"%s\", \"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
                 "\"tg\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
                 "\"bytes_per_token\": %llu, \"weight_bytes_per_token\": %llu, \"kv_bytes_per_token\": %llu, "
@@ -450,7 +471,7 @@ int bench(BenchOptions& o) {
                 "\"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, "
                 "\"roofline_fraction_min\": %.4f, \"roofline_fraction_max\": %.4f, \"read_gbps_min\": %.2f, \"read_gbps_max\": %.2f, "
                 "\"reps\": %d%s%s%s}\n",
-                model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, o.n_depth,
+                model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, page_reach_json(reach).c_str(), o.n_depth,
                 kv_type_name(cache_types().k), kv_type_name(cache_types().v), o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
                 static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes),
@@ -473,6 +494,7 @@ int bench(BenchOptions& o) {
               : model->resident() ? "read into memory, huge pages" : "mapped");
   std::printf("machine          %s, %d threads, %s; read bandwidth %.2f GB/s (median of %zu probes, %.2f-%.2f)\n",
               cpu_name().c_str(), pool.size(), target, bw, bws.size(), b.min, b.max);
+  std::printf("%s\n", page_reach_line(reach).c_str());
   if (o.n_prompt > 0) {
     std::printf("prefill %-8s %8.2f tok/s (min %.2f, max %.2f over %d reps)\n", label("pp", o.n_prompt).c_str(), p.median,
                 p.min, p.max, o.reps);
