@@ -42,6 +42,8 @@ void Dispatcher::set_npu(Engine* npu, const DispatchOptions& options) {
   overlay_.configure(npu, options, &model(), options.device_cpu_gbps);
 }
 
+void Dispatcher::set_read_record(ReadRecord* record) { cpu_->set_read_record(record); }
+
 void Dispatcher::set_trace(Trace* trace) {
   trace_ = trace;
   track_ = trace != nullptr ? trace->track("dispatch") : 0;

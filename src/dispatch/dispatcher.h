@@ -35,6 +35,7 @@
 namespace ork {
 
 class CpuEngine;
+class ReadRecord;
 class ThreadPool;
 class Trace;
 
@@ -75,6 +76,8 @@ class Dispatcher {
   void set_i8s_high_only(bool on) { i8s_high_only_ = on; }
   // CPU phases and dispatch decisions go to this trace (null: none).
   void set_trace(Trace* trace);
+  // Decode's CPU loops record the weight bytes they read here (null: none).
+  void set_read_record(ReadRecord* record);
 
   // Buffers the NPU keeps mapped while this sequence lives (its KV cache).
   Status pin(const void* host, int64_t bytes);

@@ -105,6 +105,9 @@ class Context {
   // accuracy) instead of both planes (int8 codes): what the CPU does with
   // an NPU. Batches read both planes.
   void set_i8s_high_only(bool on) { dispatch_.set_i8s_high_only(on); }
+  // While set, the weight bytes decode's parallel loops read are added to
+  // `record`, loop by loop (engines/cpu/read_replay.h; null: off).
+  void set_read_record(ReadRecord* record) { dispatch_.set_read_record(record); }
 
   // An NPU for the dispatcher to route to (null: CPU only), and how. The
   // KV cache is pinned in the engine's address window. The engine must

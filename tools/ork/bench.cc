@@ -23,6 +23,7 @@
 #include "core/memory.h"
 #include "core/page_reach.h"
 #include "core/thread_pool.h"
+#include "engines/cpu/read_replay.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/targets.h"
 #include "model/forward.h"
@@ -444,6 +445,26 @@ int bench(BenchOptions& o) {
     if (o.n_gen > 0) line += fmt::format(", decode at {:.1f} % of it", 100.0 * fractions.back());
     std::fprintf(stderr, "%s\n", line.c_str());
   }
+  // --profile on the CPU alone: one token more, the weight bytes of its
+  // parallel loops recorded, then read again plainly in loops of the same
+  // ranges, each beside a probe (engines/cpu/read_replay.h): the rate this
+  // model's own access pattern allows, which decode's is then judged by.
+  ReadRecord record;
+  std::vector<double> replay_gbps, replay_fractions;
+  if (o.profile && o.n_gen > 0 && npu_cli.spec.empty() && cache == nullptr) {
+    std::fprintf(stderr, "ork: recording one token's reads and reading them again (5 times)...\n");
+    std::vector<float> logits;
+    const int32_t t = tok(rng);
+    ctx.set_read_record(&record);
+    const Status st = ctx.eval(std::span<const int32_t>(&t, 1), logits);
+    ctx.set_read_record(nullptr);
+    if (!st.is_ok()) return fail(st.to_string());
+    for (int i = 0; i < 5 && record.bytes() > 0; ++i) {
+      const double seconds = record.replay(pool);
+      replay_gbps.push_back(static_cast<double>(record.bytes()) / seconds / 1e9);
+      replay_fractions.push_back(replay_gbps.back() / probe.measure(1));
+    }
+  }
   ctx.set_npu(nullptr);
   const Summary p = pp.empty() ? Summary{} : summarize(pp), g = summarize(tg);
   // Dense weights plus the routed experts' bytes actually read per decoded token.
@@ -462,6 +483,14 @@ int bench(BenchOptions& o) {
                                      "\"tok_s_max\": {:.3f}, \"ratio_to_one_median\": {:.4f}, \"ratio_to_one_min\": {:.4f}, "
                                      "\"ratio_to_one_max\": {:.4f}}}",
                                      o.parallel, pt.median, pt.min, pt.max, pr.median, pr.min, pr.max);
+  const Summary rg = replay_gbps.empty() ? Summary{} : summarize(replay_gbps),
+                rf = replay_fractions.empty() ? Summary{} : summarize(replay_fractions);
+  const std::string replay_json =
+      replay_gbps.empty()
+          ? std::string()
+          : fmt::format(", \"replay\": {{\"bytes\": {}, \"loops\": {}, \"gbps_median\": {:.3f}, "
+                        "\"fraction_median\": {:.4f}, \"fraction_min\": {:.4f}, \"fraction_max\": {:.4f}}}",
+                        record.bytes(), record.loops(), rg.median, rf.median, rf.min, rf.max);
   if (o.json) {
     std::printf("{\"model\": \"%s\", \"resident\": %s, \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f, %s}, "
                 "\"depth\": %d, \"cache_type_k\": \"%s\", \"cache_type_v\": \"%s\", \"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
@@ -481,7 +510,7 @@ int bench(BenchOptions& o) {
                 cache != nullptr
                     ? (", \"experts\": " + expert_stats_json(decode_cache, static_cast<uint64_t>(o.n_gen) * o.reps)).c_str()
                     : "",
-                parallel_json.c_str());
+                (parallel_json + replay_json).c_str());
     if (Status st = npu_cli.finish(); !st.is_ok()) return fail(st.to_string());
     return 0;
   }
@@ -508,6 +537,12 @@ int bench(BenchOptions& o) {
                 static_cast<double>(bpt) / 1e6, static_cast<double>(weight_bpt) / 1e6, kv_bytes / 1e6,
                 kv_type_name(cache_types().k), kv_type_name(cache_types().v), rec_bytes > 0 ? fmt::format(", recurrent state {:.2f}", rec_bytes / 1e6).c_str() : "", used,
                 100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
+    if (!replay_gbps.empty()) {
+      std::printf("decode replay    a plain read of one token's %.2f MB of weights in decode's own %zu loops: %.2f GB/s, "
+                  "%.1f %% of the probe (median of 5; %.1f-%.1f %%); decode reads at %.1f %% of that\n",
+                  static_cast<double>(record.bytes()) / 1e6, record.loops(), rg.median, 100.0 * rf.median,
+                  100.0 * rf.min, 100.0 * rf.max, 100.0 * f.median / rf.median);
+    }
     if (!together.empty()) {
       std::printf("decode  %d together %7.2f tok/s summed (min %.2f, max %.2f): %.2fx one sequence's decode (median of "
                   "each repetition's ratio; %.2f-%.2f), %.2f tok/s each\n",
@@ -547,7 +582,8 @@ Runner add_bench(CLI::App& app) {
   app.add_flag("--profile", o->profile,
                "After the figures, where decode's time goes: per phase of the forward pass (q/k/v, attention, o, "
                "router, experts, output...) its time per token, the part in parallel loops, and the rate it read its "
-               "bytes at");
+               "bytes at; and, on the CPU alone, one token's weight reads recorded and read again plainly in the same "
+               "loops (decode replay): the rate this model's own access pattern allows");
   app.add_flag("--i8s-high-only", o->i8s_high_only,
                "Decode reading i8s tensors' high plane alone (int4): the CPU's share of the NPU overlay");
   app.add_flag("--pair", o->pair,

@@ -56,6 +56,10 @@ void CpuEngine::matmuls_together(std::span<const QuantJob> jobs, int group_size,
                                  const std::function<void(int group)>& group_done,
                                  const std::function<void(int job)>& before_job,
                                  const std::function<void()>& lead) {
+  if (record_ != nullptr) {
+    record_->begin_loop();
+    for (const QuantJob& j : jobs) record_->add_rows(j.w, 0, j.w.rows);
+  }
   std::vector<int64_t>& first_block = first_block_;
   first_block.assign(jobs.size() + 1, 0);
   for (size_t i = 0; i < jobs.size(); ++i) first_block[i + 1] = first_block[i] + (jobs[i].w.rows + 3) / 4;

@@ -24,6 +24,7 @@
 
 #include "engines/activations.h"
 #include "engines/engine.h"
+#include "engines/cpu/read_replay.h"
 #include "engines/host_ops.h"
 #include "kernels/quant_types.h"
 
@@ -95,6 +96,9 @@ class CpuEngine final : public Engine, public HostOps {
   void set_kernels(Kernels k);
   Kernels kernels() const { return kernels_; }
   ThreadPool& pool() const { return *pool_; }
+  // While set, decode's parallel loops (one token's matmuls on the fast
+  // kernels) add the weight bytes each reads to `record` (null: off).
+  void set_read_record(ReadRecord* record) { record_ = record; }
 
   // HostOps
   bool fast() const override { return kernels_ == Kernels::kFast; }
@@ -173,6 +177,7 @@ class CpuEngine final : public Engine, public HostOps {
 
   Kernels kernels_;
   ThreadPool* pool_;
+  ReadRecord* record_ = nullptr;
   RotationSigns signs_;
 
   // What act_i8_ holds: the raw input it was made from and how.

@@ -87,6 +87,10 @@ bool CpuEngine::matmul_fast(const MatmulJob& job) {
   if (quantized) {
     const QuantWeights qw = quant_weights(w.tier_tensor(), job.i8s_high_only);
     const QuantActs qa{act_i8_.data(), act_scales_.data(), act_sums_.data(), k, n, act_f32_.data()};
+    if (record_ != nullptr && n == 1) {
+      record_->begin_loop();
+      record_->add_rows(qw, first, last);
+    }
     // Decode claims shares of rows as the threads free up (a join waits for
     // the slowest thread); prefill keeps one slice per thread, since each
     // call lays the activations out into panels again.
@@ -100,6 +104,11 @@ bool CpuEngine::matmul_fast(const MatmulJob& job) {
     const bool f16 = plain_tier ? w.tier == Tier::kF16 : w.type == GgmlType::kF16;
     const bool bf16 = plain_tier ? w.tier == Tier::kBf16 : w.type == GgmlType::kBF16;
     const cpu::FloatWeights kind = f16 ? cpu::FloatWeights::kF16 : bf16 ? cpu::FloatWeights::kBf16 : cpu::FloatWeights::kF32;
+    if (record_ != nullptr && n == 1) {
+      const int64_t row_bytes = k * (kind == cpu::FloatWeights::kF32 ? 4 : 2);
+      record_->begin_loop();
+      record_->add(static_cast<const uint8_t*>(w.data) + first * row_bytes, (last - first) * row_bytes);
+    }
     pool_->run(
         blocks,
         [&](int64_t b, int64_t e) {
