@@ -13,27 +13,28 @@
 namespace ork {
 namespace {
 
-TEST(ReadRecord, CountsRangesByLoopAndSkipsEmptyLoops) {
-  std::vector<uint8_t> a(100000), b(5000);
+TEST(ReadRecord, CountsRowsByLoopAndSkipsEmptyLoops) {
+  std::vector<uint8_t> a(64 * 256);
+  std::vector<uint16_t> f(100 * 96);
   std::vector<float> scales(64);
-  ReadRecord r;
-  r.begin_loop();
-  r.add(a.data(), static_cast<int64_t>(a.size()));
-  r.begin_loop();
-  r.begin_loop();  // the loop before it read nothing: not a loop
-  r.add(b.data(), static_cast<int64_t>(b.size()));
-  r.add(nullptr, 100);   // nothing to read
-  r.add(b.data(), 0);    // nor here
   QuantWeights w;
   w.kind = CodeKind::kI4;
   w.p0 = a.data();
   w.scales = scales.data();
   w.rows = 64;
   w.k = 512;
+  ReadRecord r;
+  r.begin_loop();
+  r.add_float_rows(cpu::FloatWeights::kF16, f.data(), 96, 0, 100);  // 100 rows of 192 bytes
+  r.begin_loop();
+  r.begin_loop();  // the loop before it read nothing: not a loop
   r.add_rows(w, 8, 40);  // 32 rows of 256 code bytes and a scale each
+  r.add_rows(w, 40, 40);  // no rows
+  r.add_float_rows(cpu::FloatWeights::kF32, nullptr, 96, 0, 10);  // nothing to read
   EXPECT_EQ(r.loops(), 2u);
-  EXPECT_EQ(r.bytes(), a.size() + b.size() + 32u * 256u + 32u * 4u);
+  EXPECT_EQ(r.bytes(), 100u * 192u + 32u * 256u + 32u * 4u);
   EXPECT_GT(r.replay(ThreadPool::global()), 0.0);
+  EXPECT_GT(r.replay(ThreadPool::global(), ReadRecord::Replay::kKernels), 0.0);
   r.clear();
   EXPECT_EQ(r.loops(), 0u);
   EXPECT_EQ(r.bytes(), 0u);
@@ -68,6 +69,7 @@ void check_one_token(const std::string& gguf, const std::string& name) {
   ASSERT_TRUE(ctx.eval(std::span<const int32_t>(&t, 1), logits).is_ok());
   EXPECT_EQ(record.bytes(), recorded) << name;
   EXPECT_GT(record.replay(ThreadPool::global()), 0.0) << name;
+  EXPECT_GT(record.replay(ThreadPool::global(), ReadRecord::Replay::kKernels), 0.0) << name;
 }
 
 TEST(ReadRecord, OneDecodedTokenRecordsEveryWeightByteOfADenseModel) {

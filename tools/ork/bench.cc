@@ -450,7 +450,7 @@ int bench(BenchOptions& o) {
   // ranges, each beside a probe (engines/cpu/read_replay.h): the rate this
   // model's own access pattern allows, which decode's is then judged by.
   ReadRecord record;
-  std::vector<double> replay_gbps, replay_fractions;
+  std::vector<double> replay_gbps, replay_fractions, kernel_gbps, kernel_fractions;
   if (o.profile && o.n_gen > 0 && npu_cli.spec.empty() && cache == nullptr) {
     std::fprintf(stderr, "ork: recording one token's reads and reading them again (5 times)...\n");
     std::vector<float> logits;
@@ -459,10 +459,12 @@ int bench(BenchOptions& o) {
     const Status st = ctx.eval(std::span<const int32_t>(&t, 1), logits);
     ctx.set_read_record(nullptr);
     if (!st.is_ok()) return fail(st.to_string());
+    const auto gbps = [&](double seconds) { return static_cast<double>(record.bytes()) / seconds / 1e9; };
     for (int i = 0; i < 5 && record.bytes() > 0; ++i) {
-      const double seconds = record.replay(pool);
-      replay_gbps.push_back(static_cast<double>(record.bytes()) / seconds / 1e9);
+      replay_gbps.push_back(gbps(record.replay(pool)));
       replay_fractions.push_back(replay_gbps.back() / probe.measure(1));
+      kernel_gbps.push_back(gbps(record.replay(pool, ReadRecord::Replay::kKernels)));
+      kernel_fractions.push_back(kernel_gbps.back() / probe.measure(1));
     }
   }
   ctx.set_npu(nullptr);
@@ -483,14 +485,18 @@ int bench(BenchOptions& o) {
                                      "\"tok_s_max\": {:.3f}, \"ratio_to_one_median\": {:.4f}, \"ratio_to_one_min\": {:.4f}, "
                                      "\"ratio_to_one_max\": {:.4f}}}",
                                      o.parallel, pt.median, pt.min, pt.max, pr.median, pr.min, pr.max);
-  const Summary rg = replay_gbps.empty() ? Summary{} : summarize(replay_gbps),
-                rf = replay_fractions.empty() ? Summary{} : summarize(replay_fractions);
+  const bool replayed = !replay_gbps.empty();
+  const Summary rg = replayed ? summarize(replay_gbps) : Summary{}, rf = replayed ? summarize(replay_fractions) : Summary{},
+                kg = replayed ? summarize(kernel_gbps) : Summary{}, kf = replayed ? summarize(kernel_fractions) : Summary{};
   const std::string replay_json =
-      replay_gbps.empty()
-          ? std::string()
-          : fmt::format(", \"replay\": {{\"bytes\": {}, \"loops\": {}, \"gbps_median\": {:.3f}, "
-                        "\"fraction_median\": {:.4f}, \"fraction_min\": {:.4f}, \"fraction_max\": {:.4f}}}",
-                        record.bytes(), record.loops(), rg.median, rf.median, rf.min, rf.max);
+      !replayed ? std::string()
+                : fmt::format(", \"replay\": {{\"bytes\": {}, \"loops\": {}, \"plain_gbps_median\": {:.3f}, "
+                              "\"plain_fraction_median\": {:.4f}, \"plain_fraction_min\": {:.4f}, "
+                              "\"plain_fraction_max\": {:.4f}, \"kernels_gbps_median\": {:.3f}, "
+                              "\"kernels_fraction_median\": {:.4f}, \"kernels_fraction_min\": {:.4f}, "
+                              "\"kernels_fraction_max\": {:.4f}}}",
+                              record.bytes(), record.loops(), rg.median, rf.median, rf.min, rf.max, kg.median,
+                              kf.median, kf.min, kf.max);
   if (o.json) {
     std::printf("{\"model\": \"%s\", \"resident\": %s, \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f, %s}, "
                 "\"depth\": %d, \"cache_type_k\": \"%s\", \"cache_type_v\": \"%s\", \"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
@@ -537,11 +543,14 @@ int bench(BenchOptions& o) {
                 static_cast<double>(bpt) / 1e6, static_cast<double>(weight_bpt) / 1e6, kv_bytes / 1e6,
                 kv_type_name(cache_types().k), kv_type_name(cache_types().v), rec_bytes > 0 ? fmt::format(", recurrent state {:.2f}", rec_bytes / 1e6).c_str() : "", used,
                 100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
-    if (!replay_gbps.empty()) {
-      std::printf("decode replay    a plain read of one token's %.2f MB of weights in decode's own %zu loops: %.2f GB/s, "
-                  "%.1f %% of the probe (median of 5; %.1f-%.1f %%); decode reads at %.1f %% of that\n",
+    if (replayed) {
+      std::printf("decode replay    one token's %.2f MB of weights again in decode's own %zu loops, nothing between "
+                  "them (median of 5, each beside a probe): a plain read %.2f GB/s, %.1f %% of the probe (%.1f-%.1f %%); "
+                  "the decode kernels %.2f GB/s, %.1f %% (%.1f-%.1f %%); decode's %.1f %% is %.1f %% of the plain "
+                  "read's and %.1f %% of the kernels'\n",
                   static_cast<double>(record.bytes()) / 1e6, record.loops(), rg.median, 100.0 * rf.median,
-                  100.0 * rf.min, 100.0 * rf.max, 100.0 * f.median / rf.median);
+                  100.0 * rf.min, 100.0 * rf.max, kg.median, 100.0 * kf.median, 100.0 * kf.min, 100.0 * kf.max,
+                  100.0 * f.median, 100.0 * f.median / rf.median, 100.0 * f.median / kf.median);
     }
     if (!together.empty()) {
       std::printf("decode  %d together %7.2f tok/s summed (min %.2f, max %.2f): %.2fx one sequence's decode (median of "
@@ -582,8 +591,9 @@ Runner add_bench(CLI::App& app) {
   app.add_flag("--profile", o->profile,
                "After the figures, where decode's time goes: per phase of the forward pass (q/k/v, attention, o, "
                "router, experts, output...) its time per token, the part in parallel loops, and the rate it read its "
-               "bytes at; and, on the CPU alone, one token's weight reads recorded and read again plainly in the same "
-               "loops (decode replay): the rate this model's own access pattern allows");
+               "bytes at; and, on the CPU alone, one token's weight reads recorded and read again in the same loops "
+               "with nothing between them (decode replay), by a plain read - the rate this model's own access pattern "
+               "allows - and by the decode kernels");
   app.add_flag("--i8s-high-only", o->i8s_high_only,
                "Decode reading i8s tensors' high plane alone (int4): the CPU's share of the NPU overlay");
   app.add_flag("--pair", o->pair,

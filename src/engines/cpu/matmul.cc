@@ -105,9 +105,8 @@ bool CpuEngine::matmul_fast(const MatmulJob& job) {
     const bool bf16 = plain_tier ? w.tier == Tier::kBf16 : w.type == GgmlType::kBF16;
     const cpu::FloatWeights kind = f16 ? cpu::FloatWeights::kF16 : bf16 ? cpu::FloatWeights::kBf16 : cpu::FloatWeights::kF32;
     if (record_ != nullptr && n == 1) {
-      const int64_t row_bytes = k * (kind == cpu::FloatWeights::kF32 ? 4 : 2);
       record_->begin_loop();
-      record_->add(static_cast<const uint8_t*>(w.data) + first * row_bytes, (last - first) * row_bytes);
+      record_->add_float_rows(kind, w.data, k, first, last);
     }
     pool_->run(
         blocks,

@@ -5,82 +5,115 @@
 #include <chrono>
 
 #include "core/thread_pool.h"
-#include "kernels/cpu/float_ops.h"
+#include "kernels/cpu/quant_matmul.h"
 
 namespace ork {
 namespace {
 
-// The unit a loop's ranges are claimed in: decode's loops claim at least
-// 32 rows, 32 KiB of a 2048-wide i4 matrix.
-constexpr int64_t kUnit = int64_t{32} << 10;
+int64_t float_row_bytes(cpu::FloatWeights kind, int64_t k) { return k * (kind == cpu::FloatWeights::kF32 ? 4 : 2); }
 
 }  // namespace
 
 void ReadRecord::begin_loop() {
-  if (!loop_begin_.empty() && loop_begin_.back() == ranges_.size()) return;  // an empty loop reads nothing
-  loop_begin_.push_back(ranges_.size());
-}
-
-void ReadRecord::add(const void* p, int64_t bytes) {
-  if (p == nullptr || bytes <= 0) return;
-  if (loop_begin_.empty()) loop_begin_.push_back(0);
-  ranges_.push_back({static_cast<const uint8_t*>(p), bytes});
-  bytes_ += static_cast<uint64_t>(bytes);
+  if (!loop_begin_.empty() && loop_begin_.back() == rows_.size()) return;  // an empty loop reads nothing
+  loop_begin_.push_back(rows_.size());
 }
 
 void ReadRecord::add_rows(const QuantWeights& w, int64_t r0, int64_t r1) {
-  const int64_t b0 = plane0_row_bytes(w.kind, w.k), b1 = plane1_row_bytes(w.kind, w.k);
-  add(w.p0 + r0 * b0, (r1 - r0) * b0);
-  if (b1 > 0) add(w.p1 + r0 * b1, (r1 - r0) * b1);
-  if (w.scales != nullptr) add(w.scales + r0, (r1 - r0) * static_cast<int64_t>(sizeof(float)));
+  if (w.p0 == nullptr || r1 <= r0) return;
+  if (loop_begin_.empty()) loop_begin_.push_back(0);
+  rows_.push_back({w, cpu::FloatWeights::kF32, nullptr, r0, r1});
+  const int64_t row = plane0_row_bytes(w.kind, w.k) + plane1_row_bytes(w.kind, w.k) +
+                      (w.scales != nullptr ? static_cast<int64_t>(sizeof(float)) : 0);
+  bytes_ += static_cast<uint64_t>((r1 - r0) * row);
+}
+
+void ReadRecord::add_float_rows(cpu::FloatWeights kind, const void* data, int64_t k, int64_t r0, int64_t r1) {
+  if (data == nullptr || r1 <= r0) return;
+  if (loop_begin_.empty()) loop_begin_.push_back(0);
+  QuantWeights w;
+  w.rows = r1;
+  w.k = k;
+  rows_.push_back({w, kind, data, r0, r1});
+  bytes_ += static_cast<uint64_t>((r1 - r0) * float_row_bytes(kind, k));
 }
 
 void ReadRecord::clear() {
-  ranges_.clear();
+  rows_.clear();
   loop_begin_.clear();
   bytes_ = 0;
 }
 
-double ReadRecord::replay(ThreadPool& pool) const {
-  // Each loop's ranges in units, laid out before the clock starts.
-  struct Unit {
-    uint32_t range;
-    int64_t at, bytes;
-  };
-  std::vector<std::vector<Unit>> loops(loop_begin_.size());
+double ReadRecord::replay(ThreadPool& pool, Replay how) const {
+  // One token of dummy activations for the kernels, and where each loop's
+  // matrices write (their own rows, so no two threads share a line).
+  int64_t k_max = 32, rows_max = 0;
   for (size_t l = 0; l < loop_begin_.size(); ++l) {
-    const size_t end = l + 1 < loop_begin_.size() ? loop_begin_[l + 1] : ranges_.size();
-    for (size_t r = loop_begin_[l]; r < end; ++r) {
-      for (int64_t at = 0; at < ranges_[r].bytes; at += kUnit) {
-        loops[l].push_back({static_cast<uint32_t>(r), at, std::min(kUnit, ranges_[r].bytes - at)});
-      }
+    const size_t end = l + 1 < loop_begin_.size() ? loop_begin_[l + 1] : rows_.size();
+    int64_t rows = 0;
+    for (size_t m = loop_begin_[l]; m < end; ++m) {
+      k_max = std::max(k_max, rows_[m].w.k);
+      rows += rows_[m].w.rows + 16;
     }
+    rows_max = std::max(rows_max, rows);
   }
+  const std::vector<int8_t> codes(static_cast<size_t>(k_max), 1);
+  const std::vector<float> acts(static_cast<size_t>(k_max), 0.01f);
+  const float scale = 0.01f;
+  const auto sum = static_cast<int32_t>(k_max);
+  std::vector<float> y(static_cast<size_t>(rows_max));
+  std::vector<int64_t> first_block, y_at;
   std::atomic<uint64_t> sink{0};
-  const auto t0 = std::chrono::steady_clock::now();
-  for (const std::vector<Unit>& units : loops) {
-    pool.run(
-        static_cast<int64_t>(units.size()),
-        [&](int64_t b, int64_t e) {
-          uint64_t s = 0;
-          // A claim's consecutive units of one range are one read of four
-          // streams, as a claim's rows of one matrix are one kernel call.
-          while (b < e) {
-            const Unit& first = units[static_cast<size_t>(b)];
-            int64_t bytes = first.bytes;
-            for (++b; b < e && units[static_cast<size_t>(b)].range == first.range; ++b) {
-              bytes += units[static_cast<size_t>(b)].bytes;
-            }
-            const auto* p = reinterpret_cast<const uint64_t*>(ranges_[first.range].p + first.at);
-            s += cpu::stream_read(p, bytes / 8, 4);
+  double seconds = 0;
+  for (size_t l = 0; l < loop_begin_.size(); ++l) {
+    const size_t begin = loop_begin_[l], end = l + 1 < loop_begin_.size() ? loop_begin_[l + 1] : rows_.size();
+    // Blocks of four rows, as decode's loops claim them.
+    first_block.assign(1, 0);
+    y_at.assign(1, 0);
+    for (size_t m = begin; m < end; ++m) {
+      first_block.push_back(first_block.back() + (rows_[m].r1 - rows_[m].r0 + 3) / 4);
+      y_at.push_back(y_at.back() + rows_[m].w.rows + 16);
+    }
+    auto run = [&](int64_t b, int64_t e) {
+      uint64_t s = 0;
+      size_t i = static_cast<size_t>(std::upper_bound(first_block.begin(), first_block.end(), b) - first_block.begin()) - 1;
+      for (; b < e; ++i) {
+        const Rows& m = rows_[begin + i];
+        const int64_t stop = std::min(e, first_block[i + 1]);
+        const int64_t r0 = m.r0 + 4 * (b - first_block[i]), r1 = std::min(m.r1, m.r0 + 4 * (stop - first_block[i]));
+        float* out = y.data() + y_at[i];
+        if (how == Replay::kKernels) {
+          if (m.float_data != nullptr) {
+            cpu::float_matmul(m.float_kind, m.float_data, m.w.k, acts.data(), 1, out, m.w.rows, r0, r1);
+          } else {
+            cpu::quant_matmul(m.w, {codes.data(), &scale, &sum, m.w.k, 1, acts.data()}, out, m.w.rows, r0, r1);
           }
-          sink.fetch_add(s, std::memory_order_relaxed);
-        },
-        1, ThreadPool::Schedule::kGuided);
+        } else {
+          // Each region of the rows as one read of four streams, as a
+          // kernel call reads its rows.
+          auto read = [&](const void* p, int64_t bytes) {
+            s += cpu::stream_read(static_cast<const uint64_t*>(p), bytes / 8, 4);
+          };
+          if (m.float_data != nullptr) {
+            const int64_t row = float_row_bytes(m.float_kind, m.w.k);
+            read(static_cast<const uint8_t*>(m.float_data) + r0 * row, (r1 - r0) * row);
+          } else {
+            const int64_t b0 = plane0_row_bytes(m.w.kind, m.w.k), b1 = plane1_row_bytes(m.w.kind, m.w.k);
+            read(m.w.p0 + r0 * b0, (r1 - r0) * b0);
+            if (b1 > 0) read(m.w.p1 + r0 * b1, (r1 - r0) * b1);
+            if (m.w.scales != nullptr) read(m.w.scales + r0, (r1 - r0) * static_cast<int64_t>(sizeof(float)));
+          }
+        }
+        b = stop;
+      }
+      sink.fetch_add(s, std::memory_order_relaxed);
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.run(first_block.back(), run, 8, ThreadPool::Schedule::kGuided);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // The sum depends on every load: a value the compiler must produce.
-  asm volatile("" : : "r"(sink.load()) : "memory");
+  // The sums depend on every load: values the compiler must produce.
+  asm volatile("" : : "r"(sink.load()), "r"(y.data()) : "memory");
   return seconds;
 }
 
