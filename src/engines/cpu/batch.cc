@@ -6,6 +6,7 @@
 
 #include "core/thread_pool.h"
 #include "engines/cpu/cpu_engine.h"
+#include "engines/cpu/read_replay.h"
 #include "kernels/cpu/quant_matmul.h"
 
 namespace ork {

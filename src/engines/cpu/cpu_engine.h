@@ -24,12 +24,12 @@
 
 #include "engines/activations.h"
 #include "engines/engine.h"
-#include "engines/cpu/read_replay.h"
 #include "engines/host_ops.h"
 #include "kernels/quant_types.h"
 
 namespace ork {
 
+class ReadRecord;
 class ThreadPool;
 
 // A batch of tokens through their routed experts (one MoE layer): every
