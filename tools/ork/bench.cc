@@ -445,26 +445,35 @@ int bench(BenchOptions& o) {
     if (o.n_gen > 0) line += fmt::format(", decode at {:.1f} % of it", 100.0 * fractions.back());
     std::fprintf(stderr, "%s\n", line.c_str());
   }
-  // --profile on the CPU alone: one token more, the weight bytes of its
-  // parallel loops recorded, then read again plainly in loops of the same
-  // ranges, each beside a probe (engines/cpu/read_replay.h): the rate this
-  // model's own access pattern allows, which decode's is then judged by.
+  // --profile on the CPU alone: five tokens more, each with the weight
+  // bytes of its parallel loops recorded, then read again in loops of the
+  // same rows by a plain read and by the decode kernels (in turns, each
+  // after a probe pass that leaves the caches as decode's other reads do):
+  // the rate this model's own access pattern allows, and what the kernels
+  // make of it without the model's work around them (engines/cpu/read_replay.h).
   ReadRecord record;
   std::vector<double> replay_gbps, replay_fractions, kernel_gbps, kernel_fractions;
   if (o.profile && o.n_gen > 0 && npu_cli.spec.empty() && cache == nullptr) {
-    std::fprintf(stderr, "ork: recording one token's reads and reading them again (5 times)...\n");
+    std::fprintf(stderr, "ork: recording five tokens' reads and reading each again...\n");
     std::vector<float> logits;
-    const int32_t t = tok(rng);
-    ctx.set_read_record(&record);
-    const Status st = ctx.eval(std::span<const int32_t>(&t, 1), logits);
-    ctx.set_read_record(nullptr);
-    if (!st.is_ok()) return fail(st.to_string());
-    const auto gbps = [&](double seconds) { return static_cast<double>(record.bytes()) / seconds / 1e9; };
-    for (int i = 0; i < 5 && record.bytes() > 0; ++i) {
-      replay_gbps.push_back(gbps(record.replay(pool)));
-      replay_fractions.push_back(replay_gbps.back() / probe.measure(1));
-      kernel_gbps.push_back(gbps(record.replay(pool, ReadRecord::Replay::kKernels)));
-      kernel_fractions.push_back(kernel_gbps.back() / probe.measure(1));
+    ctx.truncate(0);  // the tokens from position 0: the context holds the repetitions' tokens, no more
+    for (int i = 0; i < 5; ++i) {
+      record.clear();
+      const int32_t t = tok(rng);
+      ctx.set_read_record(&record);
+      const Status st = ctx.eval(std::span<const int32_t>(&t, 1), logits);
+      ctx.set_read_record(nullptr);
+      if (!st.is_ok()) return fail(st.to_string());
+      if (record.bytes() == 0) break;
+      (void)probe.measure(1);  // the token's own reads out of the caches
+      for (int turn = 0; turn < 2; ++turn) {
+        const bool plain = (turn == 0) == (i % 2 == 0);
+        const double seconds =
+            record.replay(pool, plain ? ReadRecord::Replay::kPlainRead : ReadRecord::Replay::kKernels);
+        const double gbps = static_cast<double>(record.bytes()) / seconds / 1e9;
+        (plain ? replay_gbps : kernel_gbps).push_back(gbps);
+        (plain ? replay_fractions : kernel_fractions).push_back(gbps / probe.measure(1));
+      }
     }
   }
   ctx.set_npu(nullptr);
@@ -544,8 +553,8 @@ int bench(BenchOptions& o) {
                 kv_type_name(cache_types().k), kv_type_name(cache_types().v), rec_bytes > 0 ? fmt::format(", recurrent state {:.2f}", rec_bytes / 1e6).c_str() : "", used,
                 100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
     if (replayed) {
-      std::printf("decode replay    one token's %.2f MB of weights again in decode's own %zu loops, nothing between "
-                  "them (median of 5, each beside a probe): a plain read %.2f GB/s, %.1f %% of the probe (%.1f-%.1f %%); "
+      std::printf("decode replay    a token's %.2f MB of weights again in decode's own %zu loops, nothing between "
+                  "them (median of 5 tokens, each beside a probe): a plain read %.2f GB/s, %.1f %% of the probe (%.1f-%.1f %%); "
                   "the decode kernels %.2f GB/s, %.1f %% (%.1f-%.1f %%); decode's %.1f %% is %.1f %% of the plain "
                   "read's and %.1f %% of the kernels'\n",
                   static_cast<double>(record.bytes()) / 1e6, record.loops(), rg.median, 100.0 * rf.median,
