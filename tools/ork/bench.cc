@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -128,6 +129,47 @@ std::string page_reach_line(const PageReach& r) {
 std::string page_reach_json(const PageReach& r) {
   return fmt::format("\"page_walk_ns\": {:.2f}, \"packed_walk_ns\": {:.2f}, \"huge_translations\": {}", r.spread_ns,
                      r.packed_ns, r.huge_translations() ? "true" : "false");
+}
+
+// The decode replay of `--profile` (engines/cpu/read_replay.h): five tokens
+// more, each with the weight rows of its parallel loops recorded, then read
+// again in loops of the same rows by a plain read and by the decode kernels
+// (in turns, each after a probe pass that leaves the caches as decode's
+// other reads do): the rate this model's own access pattern allows, and
+// what the kernels make of it without the model's work around them. The
+// tokens go from position 0 (the context holds the repetitions', no more).
+struct ReplayFigures {
+  uint64_t bytes = 0;  // the last token's
+  size_t loops = 0;
+  std::vector<double> plain_gbps, plain_fractions, kernel_gbps, kernel_fractions;
+};
+
+Result<ReplayFigures> replay_tokens(Context& ctx, BandwidthProbe& probe, ThreadPool& pool, std::mt19937& rng,
+                                    std::uniform_int_distribution<int32_t>& tok) {
+  ReplayFigures out;
+  ReadRecord record;
+  std::vector<float> logits;
+  ctx.truncate(0);
+  for (int i = 0; i < 5; ++i) {
+    record.clear();
+    const int32_t t = tok(rng);
+    ctx.set_read_record(&record);
+    const Status st = ctx.eval(std::span<const int32_t>(&t, 1), logits);
+    ctx.set_read_record(nullptr);
+    ORK_RETURN_IF_ERROR(st);
+    if (record.bytes() == 0) break;
+    out.bytes = record.bytes();
+    out.loops = record.loops();
+    (void)probe.measure(1);  // the token's own reads out of the caches
+    for (int turn = 0; turn < 2; ++turn) {
+      const bool plain = (turn == 0) == (i % 2 == 0);
+      const double seconds = record.replay(pool, plain ? ReadRecord::Replay::kPlainRead : ReadRecord::Replay::kKernels);
+      const double gbps = static_cast<double>(record.bytes()) / seconds / 1e9;
+      (plain ? out.plain_gbps : out.kernel_gbps).push_back(gbps);
+      (plain ? out.plain_fractions : out.kernel_fractions).push_back(gbps / probe.measure(1));
+    }
+  }
+  return out;
 }
 
 // -d: the context a measurement starts from, filled with random tokens in
@@ -445,36 +487,13 @@ int bench(BenchOptions& o) {
     if (o.n_gen > 0) line += fmt::format(", decode at {:.1f} % of it", 100.0 * fractions.back());
     std::fprintf(stderr, "%s\n", line.c_str());
   }
-  // --profile on the CPU alone: five tokens more, each with the weight
-  // bytes of its parallel loops recorded, then read again in loops of the
-  // same rows by a plain read and by the decode kernels (in turns, each
-  // after a probe pass that leaves the caches as decode's other reads do):
-  // the rate this model's own access pattern allows, and what the kernels
-  // make of it without the model's work around them (engines/cpu/read_replay.h).
-  ReadRecord record;
-  std::vector<double> replay_gbps, replay_fractions, kernel_gbps, kernel_fractions;
+  // --profile on the CPU alone: the decode replay (replay_tokens).
+  ReplayFigures replay;
   if (o.profile && o.n_gen > 0 && npu_cli.spec.empty() && cache == nullptr) {
     std::fprintf(stderr, "ork: recording five tokens' reads and reading each again...\n");
-    std::vector<float> logits;
-    ctx.truncate(0);  // the tokens from position 0: the context holds the repetitions' tokens, no more
-    for (int i = 0; i < 5; ++i) {
-      record.clear();
-      const int32_t t = tok(rng);
-      ctx.set_read_record(&record);
-      const Status st = ctx.eval(std::span<const int32_t>(&t, 1), logits);
-      ctx.set_read_record(nullptr);
-      if (!st.is_ok()) return fail(st.to_string());
-      if (record.bytes() == 0) break;
-      (void)probe.measure(1);  // the token's own reads out of the caches
-      for (int turn = 0; turn < 2; ++turn) {
-        const bool plain = (turn == 0) == (i % 2 == 0);
-        const double seconds =
-            record.replay(pool, plain ? ReadRecord::Replay::kPlainRead : ReadRecord::Replay::kKernels);
-        const double gbps = static_cast<double>(record.bytes()) / seconds / 1e9;
-        (plain ? replay_gbps : kernel_gbps).push_back(gbps);
-        (plain ? replay_fractions : kernel_fractions).push_back(gbps / probe.measure(1));
-      }
-    }
+    auto replayed_tokens = replay_tokens(ctx, probe, pool, rng, tok);
+    if (!replayed_tokens.is_ok()) return fail(replayed_tokens.status().to_string());
+    replay = std::move(*replayed_tokens);
   }
   ctx.set_npu(nullptr);
   const Summary p = pp.empty() ? Summary{} : summarize(pp), g = summarize(tg);
@@ -494,9 +513,11 @@ int bench(BenchOptions& o) {
                                      "\"tok_s_max\": {:.3f}, \"ratio_to_one_median\": {:.4f}, \"ratio_to_one_min\": {:.4f}, "
                                      "\"ratio_to_one_max\": {:.4f}}}",
                                      o.parallel, pt.median, pt.min, pt.max, pr.median, pr.min, pr.max);
-  const bool replayed = !replay_gbps.empty();
-  const Summary rg = replayed ? summarize(replay_gbps) : Summary{}, rf = replayed ? summarize(replay_fractions) : Summary{},
-                kg = replayed ? summarize(kernel_gbps) : Summary{}, kf = replayed ? summarize(kernel_fractions) : Summary{};
+  const bool replayed = !replay.plain_gbps.empty();
+  const Summary rg = replayed ? summarize(replay.plain_gbps) : Summary{},
+                rf = replayed ? summarize(replay.plain_fractions) : Summary{},
+                kg = replayed ? summarize(replay.kernel_gbps) : Summary{},
+                kf = replayed ? summarize(replay.kernel_fractions) : Summary{};
   const std::string replay_json =
       !replayed ? std::string()
                 : fmt::format(", \"replay\": {{\"bytes\": {}, \"loops\": {}, \"plain_gbps_median\": {:.3f}, "
@@ -504,7 +525,7 @@ int bench(BenchOptions& o) {
                               "\"plain_fraction_max\": {:.4f}, \"kernels_gbps_median\": {:.3f}, "
                               "\"kernels_fraction_median\": {:.4f}, \"kernels_fraction_min\": {:.4f}, "
                               "\"kernels_fraction_max\": {:.4f}}}",
-                              record.bytes(), record.loops(), rg.median, rf.median, rf.min, rf.max, kg.median,
+                              replay.bytes, replay.loops, rg.median, rf.median, rf.min, rf.max, kg.median,
                               kf.median, kf.min, kf.max);
   if (o.json) {
     std::printf("{\"model\": \"%s\", \"resident\": %s, \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f, %s}, "
@@ -557,7 +578,7 @@ int bench(BenchOptions& o) {
                   "them (median of 5 tokens, each beside a probe): a plain read %.2f GB/s, %.1f %% of the probe (%.1f-%.1f %%); "
                   "the decode kernels %.2f GB/s, %.1f %% (%.1f-%.1f %%); decode's %.1f %% is %.1f %% of the plain "
                   "read's and %.1f %% of the kernels'\n",
-                  static_cast<double>(record.bytes()) / 1e6, record.loops(), rg.median, 100.0 * rf.median,
+                  static_cast<double>(replay.bytes) / 1e6, replay.loops, rg.median, 100.0 * rf.median,
                   100.0 * rf.min, 100.0 * rf.max, kg.median, 100.0 * kf.median, 100.0 * kf.min, 100.0 * kf.max,
                   100.0 * f.median, 100.0 * f.median / rf.median, 100.0 * f.median / kf.median);
     }
@@ -600,9 +621,9 @@ Runner add_bench(CLI::App& app) {
   app.add_flag("--profile", o->profile,
                "After the figures, where decode's time goes: per phase of the forward pass (q/k/v, attention, o, "
                "router, experts, output...) its time per token, the part in parallel loops, and the rate it read its "
-               "bytes at; and, on the CPU alone, one token's weight reads recorded and read again in the same loops "
-               "with nothing between them (decode replay), by a plain read - the rate this model's own access pattern "
-               "allows - and by the decode kernels");
+               "bytes at; and, on the CPU alone, five more tokens' weight reads recorded and each read again in the "
+               "same loops with nothing between them (decode replay), by a plain read - the rate this model's own "
+               "access pattern allows - and by the decode kernels");
   app.add_flag("--i8s-high-only", o->i8s_high_only,
                "Decode reading i8s tensors' high plane alone (int4): the CPU's share of the NPU overlay");
   app.add_flag("--pair", o->pair,
