@@ -47,11 +47,11 @@ void ReadRecord::clear() {
 double ReadRecord::replay(ThreadPool& pool, Replay how) const {
   // One token of dummy activations for the kernels, and where each loop's
   // matrices write (their own rows, so no two threads share a line).
+  auto loop_end = [&](size_t l) { return l + 1 < loop_begin_.size() ? loop_begin_[l + 1] : rows_.size(); };
   int64_t k_max = 32, rows_max = 0;
   for (size_t l = 0; l < loop_begin_.size(); ++l) {
-    const size_t end = l + 1 < loop_begin_.size() ? loop_begin_[l + 1] : rows_.size();
     int64_t rows = 0;
-    for (size_t m = loop_begin_[l]; m < end; ++m) {
+    for (size_t m = loop_begin_[l]; m < loop_end(l); ++m) {
       k_max = std::max(k_max, rows_[m].w.k);
       rows += rows_[m].w.rows + 16;
     }
@@ -66,7 +66,7 @@ double ReadRecord::replay(ThreadPool& pool, Replay how) const {
   std::atomic<uint64_t> sink{0};
   double seconds = 0;
   for (size_t l = 0; l < loop_begin_.size(); ++l) {
-    const size_t begin = loop_begin_[l], end = l + 1 < loop_begin_.size() ? loop_begin_[l + 1] : rows_.size();
+    const size_t begin = loop_begin_[l], end = loop_end(l);
     // Blocks of four rows, as decode's loops claim them.
     first_block.assign(1, 0);
     y_at.assign(1, 0);
