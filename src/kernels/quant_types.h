@@ -48,6 +48,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string_view>
 
 #include "quant/tier.h"
 
@@ -76,6 +77,18 @@ inline Tier block_tier(CodeKind kind) {
 }
 // 32-weight blocks with an f16 d (and m) each, as against the K-quants'
 // super-blocks of 256.
+// A kind's name: its tier's (quant/tier.h), as `ork inspect` shows tiers.
+inline std::string_view code_kind_name(CodeKind kind) {
+  switch (kind) {
+    case CodeKind::kI4: return "i4";
+    case CodeKind::kNf4: return "nf4";
+    case CodeKind::kI5: return "i5";
+    case CodeKind::kI6: return "i6";
+    case CodeKind::kI8: return "i8";
+    case CodeKind::kI8s: return "i8s";
+    default: return tier_name(block_tier(kind));
+  }
+}
 inline bool block32_kind(CodeKind kind) { return block_kind(kind) && carried_block(block_tier(kind)) == 32; }
 
 // The NF4 codebook as int8: round(127 * level). Reading nf4 through these

@@ -34,30 +34,6 @@ class EveryTarget : public ::testing::Test {
   void TearDown() override { cpu::force_target(-1); }
 };
 
-const char* kind_name(CodeKind kind) {
-  switch (kind) {
-    case CodeKind::kI4: return "i4";
-    case CodeKind::kNf4: return "nf4";
-    case CodeKind::kI5: return "i5";
-    case CodeKind::kI6: return "i6";
-    case CodeKind::kI8: return "i8";
-    case CodeKind::kI8s: return "i8s";
-    case CodeKind::kQ4k: return "q4k";
-    case CodeKind::kQ6k: return "q6k";
-    case CodeKind::kQ5k: return "q5k";
-    case CodeKind::kQ80: return "q80";
-    case CodeKind::kQ40: return "q40";
-    case CodeKind::kQ41: return "q41";
-    case CodeKind::kQ50: return "q50";
-    case CodeKind::kQ51: return "q51";
-    case CodeKind::kIq4nl: return "iq4nl";
-    case CodeKind::kIq4xs: return "iq4xs";
-    case CodeKind::kQ3k: return "q3k";
-    case CodeKind::kQ2k: return "q2k";
-  }
-  return "?";
-}
-
 constexpr CodeKind kKinds[] = {CodeKind::kI4, CodeKind::kNf4, CodeKind::kI5,
                                CodeKind::kI6, CodeKind::kI8,  CodeKind::kI8s};
 // The block kinds (the carried tiers).
@@ -199,7 +175,7 @@ TEST_F(EveryTarget, QuantMatmulMatchesReferenceForEveryKind) {
           cpu::force_target(t);
           std::vector<float> got(want.size(), -7.0f);
           cpu::quant_matmul(w.view, a.view, got.data(), ldy, s.begin, s.end);
-          ASSERT_EQ(got, want) << cpu::target_name(t) << " " << kind_name(kind) << " rows=" << s.rows << " k=" << s.k
+          ASSERT_EQ(got, want) << cpu::target_name(t) << " " << code_kind_name(kind) << " rows=" << s.rows << " k=" << s.k
                                << " n=" << s.n << " misalign=" << misalign;
         }
       }
@@ -254,7 +230,7 @@ void check_block_case(CodeKind kind, const BlockShape& s, int misalign, bool flo
     std::vector<float> got(want.size(), -7.0f);
     cpu::quant_matmul(w.view, a.view, got.data(), ldy, s.begin, s.end);
     for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(got[i], want[i], 2e-6f * mag[i]) << cpu::target_name(t) << " " << kind_name(kind) << " rows=" << s.rows
+      ASSERT_NEAR(got[i], want[i], 2e-6f * mag[i]) << cpu::target_name(t) << " " << code_kind_name(kind) << " rows=" << s.rows
                                                   << " k=" << s.k << " n=" << s.n << " misalign=" << misalign
                                                   << (floats ? " per-block activations" : "") << " at " << i;
     }
@@ -316,7 +292,7 @@ TEST_F(EveryTarget, PaddedTilesReadNothingPastTheLastToken) {
       for (int t = 0; t < cpu::compiled_target_count(); ++t) {
         cpu::force_target(t);
         cpu::quant_matmul(w.view, edge, got.data(), 9, 0, 9);
-        ASSERT_EQ(got, want) << cpu::target_name(t) << " " << kind_name(kind) << " n=" << n;
+        ASSERT_EQ(got, want) << cpu::target_name(t) << " " << code_kind_name(kind) << " n=" << n;
       }
     }
     munmap(mem, 4 * page);
@@ -370,7 +346,7 @@ TEST_F(EveryTarget, DecodeReadsNothingPastTheLastRow) {
           for (size_t i = 0; i < want.size(); ++i) {
             // The block kinds sum in another order (BlockKindsMatchReference bounds it); this is about faults.
             ASSERT_NEAR(got[i], want[i], 1e-3f * (1.0f + std::fabs(want[i])))
-                << cpu::target_name(t) << " " << kind_name(kind) << " k=" << k << " rows=" << rows;
+                << cpu::target_name(t) << " " << code_kind_name(kind) << " k=" << k << " rows=" << rows;
           }
         }
         munmap(mem, total);
@@ -466,7 +442,7 @@ TEST_F(EveryTarget, BlockKindsExtremeCodesDoNotOverflow) {
           cpu::quant_matmul(w.view, a.view, got.data(), 2, 0, 2);
           for (int i = 0; i < 2; ++i) {
             EXPECT_NEAR(got[i], want[i], 1e-5f * std::fabs(want[i]) + 1e-6f)
-                << cpu::target_name(t) << " " << kind_name(kind) << " fill=" << int{fill} << " a=" << int{av};
+                << cpu::target_name(t) << " " << code_kind_name(kind) << " fill=" << int{fill} << " a=" << int{av};
           }
         }
       }
@@ -494,7 +470,7 @@ TEST_F(EveryTarget, DequantizeRowMatchesReference) {
             cpu::force_target(t);
             std::vector<float> got(want.size(), -7.0f);
             cpu::dequantize_row(w.view, r, got.data());
-            ASSERT_EQ(got, want) << cpu::target_name(t) << " " << kind_name(kind) << " k=" << k << " r=" << r;
+            ASSERT_EQ(got, want) << cpu::target_name(t) << " " << code_kind_name(kind) << " k=" << k << " r=" << r;
           }
         }
       }
@@ -529,7 +505,7 @@ TEST_F(EveryTarget, ExtremeCodesDoNotSaturate) {
             cpu::force_target(t);
             std::vector<float> got(static_cast<size_t>(n));
             cpu::quant_matmul(w, a, got.data(), 1, 0, 1);
-            EXPECT_EQ(got, want) << cpu::target_name(t) << " " << kind_name(kind) << " fill=" << int{fill}
+            EXPECT_EQ(got, want) << cpu::target_name(t) << " " << code_kind_name(kind) << " fill=" << int{fill}
                                  << " a=" << int{av} << " n=" << n;
           }
         }

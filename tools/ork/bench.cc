@@ -20,8 +20,10 @@
 #include "expert_report.h"
 #include "load_model.h"
 #include "profile_report.h"
+#include "replay_report.h"
 #include "npu_cli.h"
 #include "core/memory.h"
+#include "core/page_age.h"
 #include "core/page_reach.h"
 #include "core/thread_pool.h"
 #include "engines/cpu/read_replay.h"
@@ -126,6 +128,20 @@ std::string page_reach_line(const PageReach& r) {
                                                   "scattered reads, such as routed experts, pay a page walk every 4 KiB");
 }
 
+// The line under the pages line: what a page left alone since the start
+// costs to read against one read just before (core/page_age.h).
+std::string page_age_line(const PageAge::Figures& f, size_t bytes) {
+  if (f.aged_ns <= 0) return "page age         not measured (no memory for its buffer)";
+  return fmt::format("page age         a byte from each 4 KiB page of {} MiB left alone for {:.1f} s: {:.1f} ns a page; "
+                     "read again at once: {:.1f} ns ({:+.1f} ns a page for pages left alone, such as routed experts)",
+                     bytes >> 20, f.age_s, f.aged_ns, f.fresh_ns, f.aged_ns - f.fresh_ns);
+}
+
+std::string page_age_json(const PageAge::Figures& f) {
+  return fmt::format(", \"page_age_s\": {:.2f}, \"aged_page_ns\": {:.2f}, \"fresh_page_ns\": {:.2f}", f.age_s, f.aged_ns,
+                     f.fresh_ns);
+}
+
 std::string page_reach_json(const PageReach& r) {
   return fmt::format("\"page_walk_ns\": {:.2f}, \"packed_walk_ns\": {:.2f}, \"huge_translations\": {}", r.spread_ns,
                      r.packed_ns, r.huge_translations() ? "true" : "false");
@@ -142,6 +158,7 @@ struct ReplayFigures {
   uint64_t bytes = 0;  // the last token's
   size_t loops = 0;
   std::vector<double> plain_gbps, plain_fractions, kernel_gbps, kernel_fractions;
+  ReplayKinds kinds;  // loop kind by loop kind, decode beside the replays
 };
 
 Result<ReplayFigures> replay_tokens(Context& ctx, BandwidthProbe& probe, ThreadPool& pool, std::mt19937& rng,
@@ -161,13 +178,16 @@ Result<ReplayFigures> replay_tokens(Context& ctx, BandwidthProbe& probe, ThreadP
     out.bytes = record.bytes();
     out.loops = record.loops();
     (void)probe.measure(1);  // the token's own reads out of the caches
+    std::vector<double> plain_loops, kernel_loops;
     for (int turn = 0; turn < 2; ++turn) {
       const bool plain = (turn == 0) == (i % 2 == 0);
-      const double seconds = record.replay(pool, plain ? ReadRecord::Replay::kPlainRead : ReadRecord::Replay::kKernels);
+      const double seconds = record.replay(pool, plain ? ReadRecord::Replay::kPlainRead : ReadRecord::Replay::kKernels,
+                                           plain ? &plain_loops : &kernel_loops);
       const double gbps = static_cast<double>(record.bytes()) / seconds / 1e9;
       (plain ? out.plain_gbps : out.kernel_gbps).push_back(gbps);
       (plain ? out.plain_fractions : out.kernel_fractions).push_back(gbps / probe.measure(1));
     }
+    out.kinds.add(record, kernel_loops, plain_loops);
   }
   return out;
 }
@@ -395,6 +415,8 @@ int bench(BenchOptions& o) {
   ExpertCacheStats decode_cache;  // summed over the repetitions' decodes
   std::vector<double> bws = {probe.measure(5)};
   const PageReach reach = probe.page_reach();
+  // Pages left alone from here to the end, read then (page_age_line).
+  PageAge page_age(bytes / 4);
   NpuCli& npu_cli = o.npu;
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
   if (Status st = npu_cli.check_model(*model); !st.is_ok()) return fail(st.to_string());
@@ -495,6 +517,7 @@ int bench(BenchOptions& o) {
     if (!replayed_tokens.is_ok()) return fail(replayed_tokens.status().to_string());
     replay = std::move(*replayed_tokens);
   }
+  const PageAge::Figures aged = page_age.measure();
   ctx.set_npu(nullptr);
   const Summary p = pp.empty() ? Summary{} : summarize(pp), g = summarize(tg);
   // Dense weights plus the routed experts' bytes actually read per decoded token.
@@ -524,9 +547,9 @@ int bench(BenchOptions& o) {
                               "\"plain_fraction_median\": {:.4f}, \"plain_fraction_min\": {:.4f}, "
                               "\"plain_fraction_max\": {:.4f}, \"kernels_gbps_median\": {:.3f}, "
                               "\"kernels_fraction_median\": {:.4f}, \"kernels_fraction_min\": {:.4f}, "
-                              "\"kernels_fraction_max\": {:.4f}}}",
+                              "\"kernels_fraction_max\": {:.4f}{}}}",
                               replay.bytes, replay.loops, rg.median, rf.median, rf.min, rf.max, kg.median,
-                              kf.median, kf.min, kf.max);
+                              kf.median, kf.min, kf.max, replay.kinds.json());
   if (o.json) {
     std::printf("{\"model\": \"%s\", \"resident\": %s, \"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f, %s}, "
                 "\"depth\": %d, \"cache_type_k\": \"%s\", \"cache_type_v\": \"%s\", \"pp\": {\"tokens\": %d, \"tok_s_median\": %.3f, \"tok_s_min\": %.3f, \"tok_s_max\": %.3f}, "
@@ -536,7 +559,7 @@ int bench(BenchOptions& o) {
                 "\"decode_gbps\": %.3f, \"roofline_fraction\": %.4f, "
                 "\"roofline_fraction_min\": %.4f, \"roofline_fraction_max\": %.4f, \"read_gbps_min\": %.2f, \"read_gbps_max\": %.2f, "
                 "\"reps\": %d%s%s%s}\n",
-                model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, page_reach_json(reach).c_str(), o.n_depth,
+                model->path().c_str(), model->resident() ? "true" : "false", cpu_name().c_str(), pool.size(), target, bw, (page_reach_json(reach) + page_age_json(aged)).c_str(), o.n_depth,
                 kv_type_name(cache_types().k), kv_type_name(cache_types().v), o.n_prompt, p.median, p.min, p.max,
                 o.n_gen, g.median, g.min, g.max, static_cast<unsigned long long>(bpt),
                 static_cast<unsigned long long>(weight_bpt), static_cast<unsigned long long>(kv_bytes),
@@ -560,6 +583,7 @@ int bench(BenchOptions& o) {
   std::printf("machine          %s, %d threads, %s; read bandwidth %.2f GB/s (median of %zu probes, %.2f-%.2f)\n",
               cpu_name().c_str(), pool.size(), target, bw, bws.size(), b.min, b.max);
   std::printf("%s\n", page_reach_line(reach).c_str());
+  std::printf("%s\n", page_age_line(aged, bytes / 4).c_str());
   if (o.n_prompt > 0) {
     std::printf("prefill %-8s %8.2f tok/s (min %.2f, max %.2f over %d reps)\n", label("pp", o.n_prompt).c_str(), p.median,
                 p.min, p.max, o.reps);
@@ -581,6 +605,7 @@ int bench(BenchOptions& o) {
                   static_cast<double>(replay.bytes) / 1e6, replay.loops, rg.median, 100.0 * rf.median,
                   100.0 * rf.min, 100.0 * rf.max, kg.median, 100.0 * kf.median, 100.0 * kf.min, 100.0 * kf.max,
                   100.0 * f.median, 100.0 * f.median / rf.median, 100.0 * f.median / kf.median);
+      replay.kinds.print(stdout);
     }
     if (!together.empty()) {
       std::printf("decode  %d together %7.2f tok/s summed (min %.2f, max %.2f): %.2fx one sequence's decode (median of "

@@ -97,6 +97,7 @@ void CpuEngine::matmuls_together(std::span<const QuantJob> jobs, int group_size,
   // -> 83-88 % of the probe; a static split gave about the same as guided
   // but no cover for a slow thread. The q/k/v and o loops lost the most.
   pool_->run(first_block.back(), run_blocks, 8, ThreadPool::Schedule::kGuided, lead);
+  if (record_ != nullptr) record_->end_loop();
 }
 
 // Matmuls reading one input (q, k and v; gate and up). Decoding one token

@@ -101,6 +101,7 @@ bool CpuEngine::matmul_fast(const MatmulJob& job) {
           cpu::quant_matmul(qw, qa, job.y, job.ldy, first + 4 * b, std::min(last, first + 4 * e));
         },
         min_blocks, n < 4 ? ThreadPool::Schedule::kShared : ThreadPool::Schedule::kStatic);
+    if (record_ != nullptr && n == 1) record_->end_loop();
   } else {
     const bool f16 = plain_tier ? w.tier == Tier::kF16 : w.type == GgmlType::kF16;
     const bool bf16 = plain_tier ? w.tier == Tier::kBf16 : w.type == GgmlType::kBF16;
@@ -115,6 +116,7 @@ bool CpuEngine::matmul_fast(const MatmulJob& job) {
           cpu::float_matmul(kind, w.data, k, act, n, job.y, job.ldy, first + 4 * b, std::min(last, first + 4 * e));
         },
         min_blocks);
+    if (record_ != nullptr && n == 1) record_->end_loop();
   }
   return true;
 }

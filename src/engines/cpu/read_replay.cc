@@ -4,50 +4,92 @@
 #include <atomic>
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "core/thread_pool.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "quant/tier.h"
 
 namespace ork {
 namespace {
 
 int64_t float_row_bytes(cpu::FloatWeights kind, int64_t k) { return k * (kind == cpu::FloatWeights::kF32 ? 4 : 2); }
 
+std::string_view float_kind_name(cpu::FloatWeights kind) {
+  return kind == cpu::FloatWeights::kF32 ? "f32" : kind == cpu::FloatWeights::kF16 ? "f16" : "bf16";
+}
+
 }  // namespace
 
 void ReadRecord::begin_loop() {
+  loop_start_ = std::chrono::steady_clock::now();
   if (!loop_begin_.empty() && loop_begin_.back() == rows_.size()) return;  // an empty loop reads nothing
   loop_begin_.push_back(rows_.size());
+  loop_bytes_.push_back(0);
+  loop_seconds_.push_back(0.0);
+}
+
+void ReadRecord::add_loop_bytes(uint64_t bytes) {
+  if (loop_begin_.empty()) begin_loop();
+  loop_bytes_.back() += bytes;
+  bytes_ += bytes;
 }
 
 void ReadRecord::add_rows(const QuantWeights& w, int64_t r0, int64_t r1) {
   if (w.p0 == nullptr || r1 <= r0) return;
-  if (loop_begin_.empty()) loop_begin_.push_back(0);
-  rows_.push_back({w, cpu::FloatWeights::kF32, nullptr, r0, r1});
   const int64_t row = plane0_row_bytes(w.kind, w.k) + plane1_row_bytes(w.kind, w.k) +
                       (w.scales != nullptr ? static_cast<int64_t>(sizeof(float)) : 0);
-  bytes_ += static_cast<uint64_t>((r1 - r0) * row);
+  add_loop_bytes(static_cast<uint64_t>((r1 - r0) * row));
+  rows_.push_back({w, cpu::FloatWeights::kF32, nullptr, r0, r1});
 }
 
 void ReadRecord::add_float_rows(cpu::FloatWeights kind, const void* data, int64_t k, int64_t r0, int64_t r1) {
   if (data == nullptr || r1 <= r0) return;
-  if (loop_begin_.empty()) loop_begin_.push_back(0);
+  add_loop_bytes(static_cast<uint64_t>((r1 - r0) * float_row_bytes(kind, k)));
   QuantWeights w;
   w.rows = r1;
   w.k = k;
   rows_.push_back({w, kind, data, r0, r1});
-  bytes_ += static_cast<uint64_t>((r1 - r0) * float_row_bytes(kind, k));
+}
+
+void ReadRecord::end_loop() {
+  if (loop_begin_.empty()) return;
+  loop_seconds_.back() = std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start_).count();
 }
 
 void ReadRecord::clear() {
   rows_.clear();
   loop_begin_.clear();
+  loop_bytes_.clear();
+  loop_seconds_.clear();
   bytes_ = 0;
 }
 
-double ReadRecord::replay(ThreadPool& pool, Replay how) const {
+std::string ReadRecord::loop_kind(size_t l) const {
+  std::string kind;
+  std::string_view code;
+  for (size_t m = loop_begin_[l]; m < loop_end(l);) {
+    const Rows& first = rows_[m];
+    size_t run = 1;
+    while (m + run < loop_end(l) && rows_[m + run].r1 - rows_[m + run].r0 == first.r1 - first.r0 &&
+           rows_[m + run].w.k == first.w.k) {
+      ++run;
+    }
+    if (!kind.empty()) kind += ", ";
+    if (run > 1) kind += fmt::format("{} x ", run);
+    kind += fmt::format("{}x{}", first.r1 - first.r0, first.w.k);
+    const std::string_view name =
+        first.float_data != nullptr ? float_kind_name(first.float_kind) : code_kind_name(first.w.kind);
+    code = code.empty() || code == name ? name : std::string_view("mixed");
+    m += run;
+  }
+  return kind + " " + std::string(code);
+}
+
+double ReadRecord::replay(ThreadPool& pool, Replay how, std::vector<double>* per_loop) const {
   // One token of dummy activations for the kernels, and where each loop's
   // matrices write (their own rows, so no two threads share a line).
-  auto loop_end = [&](size_t l) { return l + 1 < loop_begin_.size() ? loop_begin_[l + 1] : rows_.size(); };
+  if (per_loop != nullptr) per_loop->assign(loop_begin_.size(), 0.0);
   int64_t k_max = 32, rows_max = 0;
   for (size_t l = 0; l < loop_begin_.size(); ++l) {
     int64_t rows = 0;
@@ -110,7 +152,9 @@ double ReadRecord::replay(ThreadPool& pool, Replay how) const {
     };
     const auto t0 = std::chrono::steady_clock::now();
     pool.run(first_block.back(), run, 8, ThreadPool::Schedule::kGuided);
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double loop = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds += loop;
+    if (per_loop != nullptr) (*per_loop)[l] = loop;
   }
   // The sums depend on every load: values the compiler must produce.
   asm volatile("" : : "r"(sink.load()), "r"(y.data()) : "memory");

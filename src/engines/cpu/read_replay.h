@@ -10,7 +10,9 @@
 // the rest's (`ork bench --profile`; docs/BENCHMARKS.md 10.15).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/float_ops.h"
@@ -29,10 +31,21 @@ class ReadRecord {
   void add_rows(const QuantWeights& w, int64_t r0, int64_t r1);
   // Rows [r0, r1) of a float matrix of k columns.
   void add_float_rows(cpu::FloatWeights kind, const void* data, int64_t k, int64_t r0, int64_t r1);
+  // The loop begun last has run: decode's own time for it is the time
+  // since begin_loop() (the rows' recording and the loop's run).
+  void end_loop();
   void clear();
 
   uint64_t bytes() const { return bytes_; }
   size_t loops() const { return loop_begin_.size(); }
+  // Loop l's bytes, decode's seconds for it (0 if not ended), and its kind:
+  // its matrices' shapes and code kind, runs of one shape counted, e.g.
+  // "16 x 512x2048 i4" (a MoE layer's routed gate and up) or "8192x2048,
+  // 2 x 512x2048 i4" - loops of one kind read alike, so their rates in
+  // decode and in the replay compare kind by kind.
+  uint64_t loop_bytes(size_t l) const { return loop_bytes_[l]; }
+  double loop_seconds(size_t l) const { return loop_seconds_[l]; }
+  std::string loop_kind(size_t l) const;
 
   enum class Replay {
     kPlainRead,  // four streams a run of rows, no arithmetic
@@ -41,8 +54,8 @@ class ReadRecord {
   // Reads every loop's rows once, each loop split over the pool as
   // decode's loops are (runs of at least 32 rows, claimed as the threads
   // free up, a whole share of what is left at a time); returns the
-  // seconds taken.
-  double replay(ThreadPool& pool, Replay how = Replay::kPlainRead) const;
+  // seconds taken, and each loop's in per_loop if given.
+  double replay(ThreadPool& pool, Replay how = Replay::kPlainRead, std::vector<double>* per_loop = nullptr) const;
 
  private:
   struct Rows {
@@ -52,7 +65,13 @@ class ReadRecord {
     int64_t r0 = 0, r1 = 0;
   };
   std::vector<Rows> rows_;
+  size_t loop_end(size_t l) const { return l + 1 < loop_begin_.size() ? loop_begin_[l + 1] : rows_.size(); }
+  void add_loop_bytes(uint64_t bytes);
+
   std::vector<size_t> loop_begin_;  // index into rows_
+  std::vector<uint64_t> loop_bytes_;  // per loop
+  std::vector<double> loop_seconds_;  // per loop, as end_loop() timed them (0 if not)
+  std::chrono::steady_clock::time_point loop_start_;
   uint64_t bytes_ = 0;
 };
 
