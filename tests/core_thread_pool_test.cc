@@ -142,5 +142,49 @@ TEST(ThreadPool, ManyLoopsInARow) {
   EXPECT_EQ(sum.load(), 8000);
 }
 
+// A worker waiting for the next loop runs the idle task; once
+// set_idle_task has replaced it, no call of it is running or starts.
+TEST(ThreadPool, IdleWorkersRunTheIdleTaskUntilItIsTakenBack) {
+  ThreadPool pool(2);
+  struct Count {
+    std::atomic<int64_t> calls{0};
+    std::atomic<bool> inside{false};
+  } count;
+  auto task = [](void* arg) {
+    auto* c = static_cast<Count*>(arg);
+    c->inside = true;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // a slow call, to be waited for
+    c->calls.fetch_add(1);
+    c->inside = false;
+  };
+  EXPECT_EQ(pool.set_idle_task({task, &count}).task, nullptr);
+  pool.run(4, [](int64_t, int64_t) {});  // wakes the worker, which then spins: idle
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (count.calls.load() < 3 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(count.calls.load(), 3);
+  const ThreadPool::Idle replaced = pool.set_idle_task({});
+  EXPECT_EQ(replaced.arg, &count);
+  EXPECT_FALSE(count.inside.load());  // not running now...
+  const int64_t calls = count.calls.load();
+  pool.run(4, [](int64_t, int64_t) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(count.calls.load(), calls);  // ...nor again
+}
+
+// Loops run as before with an idle task set, and every index once.
+TEST(ThreadPool, LoopsRunBesideAnIdleTask) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> idle_calls{0};
+  (void)pool.set_idle_task({[](void* arg) { static_cast<std::atomic<int64_t>*>(arg)->fetch_add(1); }, &idle_calls});
+  std::atomic<int64_t> sum{0};
+  for (int i = 0; i < 2000; ++i) {
+    pool.run(64, [&](int64_t b, int64_t e) { sum += e - b; }, 1, ThreadPool::Schedule::kGuided);
+  }
+  EXPECT_EQ(sum.load(), 2000 * 64);
+  (void)pool.set_idle_task({});
+}
+
 }  // namespace
 }  // namespace ork

@@ -21,6 +21,9 @@ namespace {
 // cores) still lets the thread being waited for run.
 constexpr int kSpinIterations = 1 << 15;
 
+// A spinning worker runs the idle task once in this many polls (a power of 2).
+constexpr int kIdleEvery = 8;
+
 inline void cpu_relax(int spin) {
   if ((spin & 255) == 255) {
     std::this_thread::yield();
@@ -62,6 +65,7 @@ void ThreadPool::worker(int index) {
     uint32_t gen = generation_.load(std::memory_order_acquire);
     for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
       cpu_relax(spin);
+      if ((spin & (kIdleEvery - 1)) == kIdleEvery - 1) run_idle_task();
       gen = generation_.load(std::memory_order_acquire);
     }
     while (gen == seen) {
@@ -78,6 +82,32 @@ void ThreadPool::worker(int index) {
     run_share(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) futex_wake_all(pending_);
   }
+}
+
+// The idle task once. Counted in before the task is read (both seq_cst),
+// so set_idle_task, which swaps the task and then waits for the count to
+// reach zero, never returns while a worker still runs the old one.
+void ThreadPool::run_idle_task() {
+  if (idle_.load(std::memory_order_relaxed) == nullptr) return;  // the usual case: nothing to do
+  in_idle_.fetch_add(1, std::memory_order_seq_cst);
+  if (const Idle* idle = idle_.load(std::memory_order_seq_cst); idle != nullptr) idle->task(idle->arg);
+  in_idle_.fetch_sub(1, std::memory_order_release);
+}
+
+ThreadPool::Idle ThreadPool::set_idle_task(Idle idle) {
+  const Idle* before = idle_.load(std::memory_order_relaxed);
+  const Idle replaced = before != nullptr ? *before : Idle{};
+  // The new task goes into the slot not in use; the old slot stays as it
+  // is until no worker can be reading it.
+  const Idle* next = nullptr;
+  if (idle.task != nullptr) {
+    idle_slot_ ^= 1;
+    idle_slots_[idle_slot_] = idle;
+    next = &idle_slots_[idle_slot_];
+  }
+  idle_.store(next, std::memory_order_seq_cst);
+  while (in_idle_.load(std::memory_order_seq_cst) != 0) cpu_relax(0);
+  return replaced;
 }
 
 void ThreadPool::run_share(int index) {

@@ -56,6 +56,19 @@ class ThreadPool {
   void set_timing(bool on) { timing_ = on; }
   double loop_seconds() const { return loop_seconds_; }
 
+  // Work for workers with nothing to do: while a worker spins waiting for
+  // the next loop (not once it sleeps), it calls `task` every few polls.
+  // Each call must be short - it delays the worker's next loop by as much
+  // (model/expert_pages.h touches one page a call). One task at a time;
+  // it returns the task it replaced, and once it has returned no worker
+  // is still inside that one, so what it reads may go. Null: none.
+  using IdleTask = void (*)(void* arg);
+  struct Idle {
+    IdleTask task = nullptr;
+    void* arg = nullptr;
+  };
+  Idle set_idle_task(Idle idle);
+
   // The process-wide pool used by the model (sized by set_default_threads,
   // else by the hardware).
   static ThreadPool& global();
@@ -65,6 +78,7 @@ class ThreadPool {
   void worker(int index);
   // This thread's part of the current loop.
   void run_share(int index);
+  void run_idle_task();
 
   std::vector<std::thread> workers_;
   // Written by run() before the generation is bumped (release), read by
@@ -85,6 +99,12 @@ class ThreadPool {
   std::atomic<uint32_t> pending_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
+  // The idle task (set_idle_task): the current one, and the workers inside
+  // a call of it, each on a line of its own away from the loop's words.
+  alignas(64) std::atomic<const Idle*> idle_{nullptr};
+  alignas(64) std::atomic<int> in_idle_{0};
+  Idle idle_slots_[2];  // the current task's copy and the one before it
+  int idle_slot_ = 0;
 };
 
 }  // namespace ork

@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "core/trace.h"
+#include "model/expert_pages.h"
 
 namespace ork {
 
@@ -16,7 +17,17 @@ Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
       n_ctx_(n_ctx > 0 ? n_ctx : model.config().n_ctx_train),
       pool_(pool != nullptr ? pool : &ThreadPool::global()),
       dispatch_(pool_),
-      ops_(dispatch_.ops()) {}
+      ops_(dispatch_.ops()) {
+  // The routed experts' pages kept young by the global pool's idle workers
+  // (model/expert_pages.h), for as long as the model lives.
+  if (pool_ == &ThreadPool::global()) {
+    model_.attach_once([&] {
+      auto pages = std::make_shared<ExpertPages>(model_);
+      pages->keep(ThreadPool::global());
+      return std::shared_ptr<void>(std::move(pages));
+    });
+  }
+}
 
 Context::~Context() {
   set_npu(nullptr);

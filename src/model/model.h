@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -105,6 +106,13 @@ class Model {
   // null): the routed experts' views in layer() then have no data, and a
   // Context asks the cache for them.
   ExpertCache* expert_cache() const { return expert_cache_.get(); }
+  // Something a layer above keeps as long as the model, made by `make` at
+  // the first call only (thread-safe): model/expert_pages.h's upkeep of the
+  // routed experts' pages, which a Context starts. Released before the
+  // weights it may read.
+  void attach_once(const std::function<std::shared_ptr<void>()>& make) const {
+    std::call_once(attached_once_, [&] { attached_ = make(); });
+  }
   // Every matrix's view (a MoE tensor's experts one by one, named
   // "<tensor>.e<i>"; a tied output matrix beside the embedding, under its
   // name). The mutable form lets a caller point a matrix at other weights
@@ -130,6 +138,11 @@ class Model {
   // the names an orkpack gives its entries: importance matrices key on them.
   std::deque<std::string> expert_names_;
   std::unique_ptr<ExpertCache> expert_cache_;
+
+  // attach_once()'s (a const call: what it keeps does not change the
+  // model). Last, so destroyed first.
+  mutable std::once_flag attached_once_;
+  mutable std::shared_ptr<void> attached_;
 };
 
 }  // namespace ork
