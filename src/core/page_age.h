@@ -5,7 +5,7 @@
 // come from memory and only the pages' age differs. On bare metal both
 // cost a page walk or a TLB hit alike. On the Zen 5 VM of docs/BENCHMARKS.md
 // 10.16 (a PVM guest: its host shadows the guest's page tables at 4 KiB) a
-// page left alone for a second or more costs 11-23 ns more than one read
+// page left alone for a second or more costs 11-25 ns more than one read
 // within the last tens of milliseconds - the cost a MoE's routed experts,
 // each read once in some 30 tokens, pay on every one of their pages, and
 // which no prefetch hides there. `ork bench` prints it beside the pages line.

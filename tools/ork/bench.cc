@@ -648,7 +648,8 @@ Runner add_bench(CLI::App& app) {
                "router, experts, output...) its time per token, the part in parallel loops, and the rate it read its "
                "bytes at; and, on the CPU alone, five more tokens' weight reads recorded and each read again in the "
                "same loops with nothing between them (decode replay), by a plain read - the rate this model's own "
-               "access pattern allows - and by the decode kernels");
+               "access pattern allows - and by the decode kernels, in all and loop kind by loop kind beside decode's "
+               "own time for each kind");
   app.add_flag("--i8s-high-only", o->i8s_high_only,
                "Decode reading i8s tensors' high plane alone (int4): the CPU's share of the NPU overlay");
   app.add_flag("--pair", o->pair,
