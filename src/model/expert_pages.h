@@ -40,7 +40,10 @@ class ExpertPages {
   // Reads the next region's first byte (round robin, any thread).
   void touch_next();
   // Hands touch_next to `pool`'s idle workers, unless there is nothing to
-  // touch or ORK_KEEP_EXPERT_PAGES=0; the destructor takes it back.
+  // touch or ORK_KEEP_EXPERT_PAGES=0; the destructor takes it back, so
+  // the pool must outlive this. (Context keeps it on the global pool, made
+  // before it; a model held in a static made before the pool's first use
+  // would outlive the pool at exit - none is.)
   void keep(ThreadPool& pool);
 
  private:
