@@ -365,15 +365,19 @@ int probe_only(const BenchOptions& o, ThreadPool& pool) {
   const size_t bytes = probe_bytes();
   BandwidthProbe probe(pool, bytes);
   if (!probe.ok()) return fail(fmt::format("cannot allocate the {} MiB the bandwidth probe reads", bytes >> 20));
+  PageAge page_age(bytes / 4);  // left alone while the probe reads
   const double gbps = probe.measure(5);
   const PageReach reach = probe.page_reach();
+  const PageAge::Figures aged = page_age.measure();
   if (o.json) {
     std::printf("{\"machine\": {\"cpu\": \"%s\", \"threads\": %d, \"simd\": \"%s\", \"read_gbps\": %.2f, %s}}\n",
-                cpu_name().c_str(), pool.size(), cpu::current_target(), gbps, page_reach_json(reach).c_str());
+                cpu_name().c_str(), pool.size(), cpu::current_target(), gbps,
+                (page_reach_json(reach) + page_age_json(aged)).c_str());
   } else {
     std::printf("read bandwidth %.2f GB/s (%s, %d threads, best of 5 passes over %zu MiB, each as 1, 2 and 4 streams a "
-                "thread)\n%s\n",
-                gbps, cpu_name().c_str(), pool.size(), bytes >> 20, page_reach_line(reach).c_str());
+                "thread)\n%s\n%s\n",
+                gbps, cpu_name().c_str(), pool.size(), bytes >> 20, page_reach_line(reach).c_str(),
+                page_age_line(aged, bytes / 4).c_str());
   }
   return 0;
 }
@@ -657,8 +661,8 @@ Runner add_bench(CLI::App& app) {
                "plane), token by token in turn, and reports the ratio");
   app.add_flag("--probe", o->probe_only,
                "Measure the read bandwidth alone (best of 5 passes over 1 GiB, each read as 1, 2 and 4 streams a "
-               "thread, -t threads) and exit: the limit the ratios divide by, for a script that runs another engine "
-               "between ork's runs");
+               "thread, -t threads), whether huge pages reach in the TLB and what a page left alone costs to read, "
+               "and exit: the limit the ratios divide by, for a script that runs another engine between ork's runs");
   app.add_option("--parallel", o->parallel,
                  "Also decode this many sequences together (also -np), each step one batch of their tokens with the "
                  "weights read once, as `ork serve --parallel` batches its slots: their summed tok/s and its ratio to "
