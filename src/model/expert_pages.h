@@ -5,7 +5,7 @@
 //
 // Why: on a virtual machine whose host shadows the guest's page tables (a
 // PVM guest, as the Zen 5 of docs/BENCHMARKS.md 10.16), a 2 MiB region left
-// unread for some tens of milliseconds costs about 4 us at its next read -
+// unread for some tens of milliseconds costs about 6 us at its next read -
 // the host rebuilding its part of the shadow tables, on the reading thread,
 // which no prefetch starts early. Each routed expert is read once in some
 // 30 tokens, so decode paid it on nearly every expert it read: the expert
