@@ -186,5 +186,37 @@ TEST(ThreadPool, LoopsRunBesideAnIdleTask) {
   (void)pool.set_idle_task({});
 }
 
+// Tasks set and taken back from two threads at once, while loops run: each
+// swap waits for the workers inside the task it replaced, and none is lost
+// track of (the sanitizer builds run this too).
+TEST(ThreadPool, IdleTasksSwappedFromSeveralThreadsWhileLoopsRun) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> a_calls{0}, b_calls{0};
+  auto count = [](void* arg) { static_cast<std::atomic<int64_t>*>(arg)->fetch_add(1); };
+  std::atomic<bool> done{false};
+  auto swapper = [&](std::atomic<int64_t>* mine) {
+    for (int i = 0; i < 200; ++i) {
+      (void)pool.set_idle_task({count, mine});
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      (void)pool.set_idle_task({});
+    }
+  };
+  std::thread a(swapper, &a_calls), b(swapper, &b_calls);
+  std::atomic<int64_t> sum{0};
+  while (!done.load()) {
+    pool.run(16, [&](int64_t lo, int64_t hi) { sum += hi - lo; });
+    if (sum.load() >= 16 * 2000) done = true;
+  }
+  a.join();
+  b.join();
+  const ThreadPool::Idle last = pool.set_idle_task({});
+  EXPECT_TRUE(last.arg == nullptr || last.arg == &a_calls || last.arg == &b_calls);
+  const int64_t a_now = a_calls.load(), b_now = b_calls.load();
+  pool.run(16, [](int64_t, int64_t) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(a_calls.load(), a_now);  // none runs once taken back
+  EXPECT_EQ(b_calls.load(), b_now);
+}
+
 }  // namespace
 }  // namespace ork

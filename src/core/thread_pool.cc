@@ -95,6 +95,7 @@ void ThreadPool::run_idle_task() {
 }
 
 ThreadPool::Idle ThreadPool::set_idle_task(Idle idle) {
+  const std::lock_guard lock(idle_mu_);
   const Idle* before = idle_.load(std::memory_order_relaxed);
   const Idle replaced = before != nullptr ? *before : Idle{};
   // The new task goes into the slot not in use; the old slot stays as it

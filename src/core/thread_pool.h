@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -61,7 +62,8 @@ class ThreadPool {
   // Each call must be short - it delays the worker's next loop by as much
   // (model/expert_pages.h touches one page a call). One task at a time;
   // it returns the task it replaced, and once it has returned no worker
-  // is still inside that one, so what it reads may go. Null: none.
+  // is still inside that one, so what it reads may go. Null: none. Any
+  // thread may call it, also while a loop runs.
   using IdleTask = void (*)(void* arg);
   struct Idle {
     IdleTask task = nullptr;
@@ -103,6 +105,7 @@ class ThreadPool {
   // a call of it, each on a line of its own away from the loop's words.
   alignas(64) std::atomic<const Idle*> idle_{nullptr};
   alignas(64) std::atomic<int> in_idle_{0};
+  std::mutex idle_mu_;  // one set_idle_task at a time
   Idle idle_slots_[2];  // the current task's copy and the one before it
   int idle_slot_ = 0;
 };
