@@ -34,6 +34,7 @@ PageAge::Figures PageAge::measure() {
     asm volatile("" : : "r"(sum));
     return ns;
   };
+  f.bytes = mem_.size();
   f.age_s = now_s() - touched_at_;
   f.aged_ns = pass(passes_++);
   f.fresh_ns = pass(passes_++);

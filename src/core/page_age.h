@@ -28,6 +28,7 @@ class PageAge {
     double age_s = 0;     // the pages' age at the first pass
     double aged_ns = 0;   // a page, the first pass
     double fresh_ns = 0;  // a page, the pass right after it
+    size_t bytes = 0;     // the buffer read
   };
   // Both passes (zeros if the buffer could not be made). A second call
   // finds the pages as young as the time since the first.

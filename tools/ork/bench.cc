@@ -130,12 +130,15 @@ std::string page_reach_line(const PageReach& r) {
 
 // The line under the pages line: what a page left alone since the start
 // costs to read against one read just before (core/page_age.h).
-std::string page_age_line(const PageAge::Figures& f, size_t bytes) {
+std::string page_age_line(const PageAge::Figures& f) {
   if (f.aged_ns <= 0) return "page age         not measured (no memory for its buffer)";
   return fmt::format("page age         a byte from each 4 KiB page of {} MiB left alone for {:.1f} s: {:.1f} ns a page; "
                      "read again at once: {:.1f} ns ({:+.1f} ns a page for pages left alone, such as routed experts)",
-                     bytes >> 20, f.age_s, f.aged_ns, f.fresh_ns, f.aged_ns - f.fresh_ns);
+                     f.bytes >> 20, f.age_s, f.aged_ns, f.fresh_ns, f.aged_ns - f.fresh_ns);
 }
+
+// The page age's buffer: a quarter of the probe's, within what it allows.
+size_t page_age_bytes(size_t probe_bytes) { return probe_bytes / 4; }
 
 std::string page_age_json(const PageAge::Figures& f) {
   return fmt::format(", \"page_age_s\": {:.2f}, \"aged_page_ns\": {:.2f}, \"fresh_page_ns\": {:.2f}", f.age_s, f.aged_ns,
@@ -365,7 +368,7 @@ int probe_only(const BenchOptions& o, ThreadPool& pool) {
   const size_t bytes = probe_bytes();
   BandwidthProbe probe(pool, bytes);
   if (!probe.ok()) return fail(fmt::format("cannot allocate the {} MiB the bandwidth probe reads", bytes >> 20));
-  PageAge page_age(bytes / 4);  // left alone while the probe reads
+  PageAge page_age(page_age_bytes(bytes));  // left alone while the probe reads
   const double gbps = probe.measure(5);
   const PageReach reach = probe.page_reach();
   const PageAge::Figures aged = page_age.measure();
@@ -377,7 +380,7 @@ int probe_only(const BenchOptions& o, ThreadPool& pool) {
     std::printf("read bandwidth %.2f GB/s (%s, %d threads, best of 5 passes over %zu MiB, each as 1, 2 and 4 streams a "
                 "thread)\n%s\n%s\n",
                 gbps, cpu_name().c_str(), pool.size(), bytes >> 20, page_reach_line(reach).c_str(),
-                page_age_line(aged, bytes / 4).c_str());
+                page_age_line(aged).c_str());
   }
   return 0;
 }
@@ -420,7 +423,7 @@ int bench(BenchOptions& o) {
   std::vector<double> bws = {probe.measure(5)};
   const PageReach reach = probe.page_reach();
   // Pages left alone from here to the end, read then (page_age_line).
-  PageAge page_age(bytes / 4);
+  PageAge page_age(page_age_bytes(bytes));
   NpuCli& npu_cli = o.npu;
   if (Status st = npu_cli.start(); !st.is_ok()) return fail(st.to_string());
   if (Status st = npu_cli.check_model(*model); !st.is_ok()) return fail(st.to_string());
@@ -587,7 +590,7 @@ int bench(BenchOptions& o) {
   std::printf("machine          %s, %d threads, %s; read bandwidth %.2f GB/s (median of %zu probes, %.2f-%.2f)\n",
               cpu_name().c_str(), pool.size(), target, bw, bws.size(), b.min, b.max);
   std::printf("%s\n", page_reach_line(reach).c_str());
-  std::printf("%s\n", page_age_line(aged, bytes / 4).c_str());
+  std::printf("%s\n", page_age_line(aged).c_str());
   if (o.n_prompt > 0) {
     std::printf("prefill %-8s %8.2f tok/s (min %.2f, max %.2f over %d reps)\n", label("pp", o.n_prompt).c_str(), p.median,
                 p.min, p.max, o.reps);

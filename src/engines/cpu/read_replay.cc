@@ -8,7 +8,6 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/quant_matmul.h"
-#include "quant/tier.h"
 
 namespace ork {
 namespace {
