@@ -140,7 +140,6 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
     fn(0, n);
     return;
   }
-  const auto t0 = timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   fn_ = &fn;
   n_ = n;
   slices_ = slices;
@@ -155,6 +154,10 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_acquire) > 0) futex_wake_all(generation_);
   if (lead) lead();
+  // Timed from here: the lead is the caller's serial work, and may itself
+  // close a profile's phase (Context::lap), which the loop's time must not
+  // reach back into.
+  const auto t0 = timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   run_share(0);
   uint32_t left = pending_.load(std::memory_order_acquire);
   for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {

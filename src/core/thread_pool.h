@@ -52,7 +52,7 @@ class ThreadPool {
            Schedule schedule = Schedule::kStatic, const std::function<void()>& lead = nullptr);
 
   // Off by default: while on, run() adds the wall time of each loop it
-  // splits over threads (from the hand-off to the join) to loop_seconds(),
+  // splits over threads (from the lead's end to the join) to loop_seconds(),
   // which profiles use to tell parallel time from time on one thread.
   void set_timing(bool on) { timing_ = on; }
   double loop_seconds() const { return loop_seconds_; }
