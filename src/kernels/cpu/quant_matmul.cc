@@ -182,11 +182,47 @@ HWY_INLINE void PrefetchSpan(const uint8_t* p) {
 constexpr int64_t kFarPrefetchBytes = 4096;
 
 // The offset kinds' decode (DecodeFar, DecodeFar4) reads R streams a
-// thread and splits one window of prefetches between them: each stream
-// kDecodeWindowBytes / R ahead, as far as kFarPrefetchBytes with two
-// streams. Four streams at 2 KB read faster than four at 4 KB (DecodeFar4's
-// measurements).
+// thread and splits two windows of prefetches between them: each stream
+// kDecodeWindowBytes / R ahead into L2, and kDecodeNearBytes / R ahead into
+// L1 (DecodeStreamPrefetch).
 constexpr int64_t kDecodeWindowBytes = 2 * kFarPrefetchBytes;
+constexpr int64_t kDecodeNearBytes = 2048;
+
+// One step of a decode stream's prefetches, at most one a cache line: each
+// line is asked for twice, first far ahead into L2 and later near ahead
+// into L1. The far request covers the memory latency (the hardware's
+// prefetchers stop at every 4 KiB page and start late on a new row); the
+// near one brings the line to L1 just before its loads. All of it into L1
+// was how it stood until session 52, tuned on a Zen 5, and on a Zen 4 it
+// lost to no prefetch at all. A likely cause, not proven: four streams of
+// one matrix a quarter apart often sit at the same offset in a 4 KiB page
+// and so in the same L1 sets, 2 KB ahead each is 32 lines a stream in
+// flight, and an 8-way L1 (Zen 4) drops lines before they are read where a
+// 12-way one (Zen 5) keeps them.
+// Session 52, Zen 4 (AVX3_VNNI, KVM), BM_DecodeLoops/BM_ExpertLoops modes
+// alternated pass by pass in one process, twenty rounds, each pass over a
+// plain read's time beside it: all into L1 at 2 KB a stream 0.82 (experts)
+// / 0.90 (dense); no prefetch 0.89 / 0.97; into L1 at 512 B 0.95 / 0.99;
+// all into L2 at 2 KB 0.94 / 0.97; both (this) 0.98 / 1.00. Whole tokens
+// in docs/BENCHMARKS.md 10.17.
+HWY_INLINE void PrefetchL2(const uint8_t* p) { __builtin_prefetch(p, 0, 2); }
+template <int64_t kStep>
+HWY_INLINE void DecodeStreamPrefetch(const uint8_t* stream, int64_t at_step, int64_t near, int64_t far) {
+  const uint8_t* at = stream + at_step * kStep;
+  if constexpr (kStep >= 64) {
+    for (int64_t off = 0; off < kStep; off += 64) {
+      hwy::Prefetch(at + near + off);
+      PrefetchL2(at + far + off);
+    }
+  } else {
+    // A line is 64 / kStep steps: its near request on the first, its far
+    // one half way.
+    constexpr int64_t kPerLine = 64 / kStep;
+    const int64_t phase = at_step % kPerLine;
+    if (phase == 0) hwy::Prefetch(at + near);
+    if (phase == kPerLine / 2) PrefetchL2(at + far);
+  }
+}
 
 // How far ahead a tile of at most four tokens prefetches its successors'
 // rows: tiles that many bytes on, not the next one. Such a tile computes
@@ -243,10 +279,12 @@ HWY_INLINE void TileSums(const QuantWeights& w, const int8_t* panel, int64_t r0,
   const int64_t ahead = T <= 4 ? std::max<int64_t>(1, kSmallTilePrefetchBytes / (R * (b0 + b1))) : 1;
   const uint8_t* next0 = w.p0 + (r0 + R * ahead) * b0;
   const uint8_t* next1 = b1 > 0 ? w.p1 + (r0 + R * ahead) * b1 : nullptr;
-  // kFar: each of the R streams a share of the window ahead; plane 1 as
-  // many rows ahead as plane 0 (at least one).
-  constexpr int64_t far0 = kDecodeWindowBytes / R;
+  // kFar: each of the R streams a share of both windows ahead; plane 1 as
+  // many rows ahead as plane 0 (at least one) far, as many weights ahead
+  // near (whole lines).
+  constexpr int64_t far0 = kDecodeWindowBytes / R, near0 = kDecodeNearBytes / R;
   const int64_t far1 = b1 * std::max<int64_t>(1, far0 / b0);
+  const int64_t near1 = b1 > 0 ? near0 * b1 / b0 / 64 * 64 : 0;
 
   // With the dot product, a step's second code vector sums into acc1: one
   // instruction per vector leaves its latency the bound unless two chains
@@ -277,8 +315,8 @@ HWY_INLINE void TileSums(const QuantWeights& w, const int8_t* panel, int64_t r0,
   auto run_step = [&](int64_t at_step, auto&& mac) HWY_ATTR {
     if constexpr (kFar) {
       for (int r = 0; r < R; ++r) {
-        PrefetchSpan<step0>(row0[r] + far0 + at_step * step0);
-        if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + far1 + at_step * step1);
+        DecodeStreamPrefetch<step0>(row0[r], at_step, near0, far0);
+        if constexpr (step1 > 0) DecodeStreamPrefetch<step1>(row1[r], at_step, near1, far1);
       }
     } else {
       PrefetchSpan<R * step0>(next0 + at_step * R * step0);
