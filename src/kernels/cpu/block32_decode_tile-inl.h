@@ -204,9 +204,8 @@ HWY_INLINE void Q4kDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a
   };
   for (int64_t sb = 0; sb < superblocks; ++sb) {
     for (int r = 0; r < R; ++r) {
-      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128);
-      hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * 128 + 64);
-      if (K == CodeKind::kQ5k && sb % 2 == 0) hwy::Prefetch(rows.row1[r] + kFarPrefetchBytes / 4 + sb * 32);
+      DecodeStreamPrefetch<128>(rows.row0[r], sb, kDecodeNearBytes / R, kDecodeWindowBytes / R);
+      if (K == CodeKind::kQ5k) DecodeStreamPrefetch<32>(rows.row1[r], sb, kDecodeNearBytes / R / 4, kDecodeWindowBytes / R / 4);
       if ((sb * kQ4kHeaderBytes) % 64 < kQ4kHeaderBytes) hwy::Prefetch(rows.headers[r] + rows.b1 + sb * kQ4kHeaderBytes);
     }
     const int8_t* p = a.panel + sb * 256;
@@ -262,7 +261,7 @@ HWY_INLINE void SuperBlocksDecode512(const BlockRows<K, R>& rows, const Decode51
                                      float* out, const ISum& isum) {
   constexpr int64_t kHeader = BlockCodes<K>::kHeader;
   // Plane bytes a super-block: q6_K 128 and 64, q3_K 64 and 32 (plane 1
-  // half of plane 0 either way: prefetched half as far), iq4_xs 128 and
+  // half of plane 0 either way: prefetched half as far ahead), iq4_xs 128 and
   // none, q2_K 64 and none.
   constexpr bool kTwoBit = K == CodeKind::kQ3k || K == CodeKind::kQ2k;
   constexpr int64_t kBytes0 = kTwoBit ? 64 : 128;
@@ -271,9 +270,9 @@ HWY_INLINE void SuperBlocksDecode512(const BlockRows<K, R>& rows, const Decode51
   for (int r = 0; r < R; ++r) facc[r] = macc[r] = _mm512_setzero_ps();
   for (int64_t sb = 0; sb < superblocks; ++sb) {
     for (int r = 0; r < R; ++r) {
-      for (int64_t off = 0; off < kBytes0; off += 64) hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + sb * kBytes0 + off);
+      DecodeStreamPrefetch<kBytes0>(rows.row0[r], sb, kDecodeNearBytes / R, kDecodeWindowBytes / R);
       if constexpr (kBytes1 > 0) {
-        if ((sb * kBytes1) % 64 < kBytes1) hwy::Prefetch(rows.row1[r] + kFarPrefetchBytes / 2 + sb * kBytes1);
+        DecodeStreamPrefetch<kBytes1>(rows.row1[r], sb, kDecodeNearBytes / R / 2, kDecodeWindowBytes / R / 2);
       }
       if ((sb * kHeader) % 64 < kHeader) hwy::Prefetch(rows.headers[r] + rows.b1 + sb * kHeader);
     }
@@ -400,8 +399,8 @@ HWY_INLINE void Iq4xsDecode512(const BlockRows<CodeKind::kIq4xs, R>& rows, const
 
 // y for rows r0 + r * stride, r < R: R far streams, each going on with its
 // next row in the next iteration of Block32Decode512 (decode's two streams a
-// thread, as Tile's and Block32Tile's kFar), each prefetching
-// kFarPrefetchBytes ahead of its codes and a row ahead of its scales.
+// thread, as Tile's and Block32Tile's kFar), each prefetching its codes
+// as DecodeStreamPrefetch does and its scales a row ahead.
 template <CodeKind K, int R>
 HWY_INLINE void Block32Decode512Rows(const QuantWeights& w, const Decode512Acts& a, int64_t r0, int64_t stride,
                                      float* y) {
@@ -441,10 +440,10 @@ HWY_INLINE void Block32Decode512Rows(const QuantWeights& w, const Decode512Acts&
     // codes and scales: no NaN from bytes past the row).
     auto step = [&](int64_t st, int left) HWY_ATTR {
       for (int r = 0; r < R; ++r) {
-        hwy::Prefetch(rows.row0[r] + kFarPrefetchBytes + st * 64);
+        DecodeStreamPrefetch<64>(rows.row0[r], st, kDecodeNearBytes / R, kDecodeWindowBytes / R);
         if ((st * 4 * kHeader) % 64 < 4 * kHeader) hwy::Prefetch(rows.headers[r] + rows.b1 + st * 4 * kHeader);
         if constexpr (kBit) {
-          if (st % 4 == 0) hwy::Prefetch(rows.row1[r] + kFarPrefetchBytes / 4 + st * 16);
+          DecodeStreamPrefetch<16>(rows.row1[r], st, kDecodeNearBytes / R / 4, kDecodeWindowBytes / R / 4);
         }
       }
       const __m512i alo = _mm512_load_si512(a.panel + st * 128), ahi = _mm512_load_si512(a.panel + st * 128 + 64);

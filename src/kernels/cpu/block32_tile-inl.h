@@ -141,7 +141,7 @@ HWY_INLINE void Block32TileBody(const QuantWeights& w, const BlockActs& a, const
     const int64_t g = st * kStepGroups;
     if constexpr (kFar) {
       for (int r = 0; r < R; ++r) {
-        PrefetchSpan<step0>(row0[r] + kFarPrefetchBytes + st * step0);
+        DecodeStreamPrefetch<step0>(row0[r], st, kDecodeNearBytes / R, kDecodeWindowBytes / R);
         if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + b1 + st * step1);
         if (C::kHeader > 0 && st % 16 == 0) hwy::Prefetch(hd[r] + b1 + g * C::kHeader);
       }

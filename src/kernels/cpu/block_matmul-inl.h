@@ -359,7 +359,7 @@ HWY_INLINE void BlockTileBody(const QuantWeights& w, const BlockActs& a, const i
       const int64_t g = at_step * kStepGroups;
       if constexpr (kFar) {
         for (int r = 0; r < R; ++r) {
-          PrefetchSpan<step0>(row0[r] + kFarPrefetchBytes + at_step * step0);
+          DecodeStreamPrefetch<step0>(row0[r], at_step, kDecodeNearBytes / R, kDecodeWindowBytes / R);
           if constexpr (step1 > 0) PrefetchSpan<step1>(row1[r] + b1 + at_step * step1);
         }
       } else {

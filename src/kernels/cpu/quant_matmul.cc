@@ -208,6 +208,7 @@ constexpr int64_t kDecodeNearBytes = 2048;
 HWY_INLINE void PrefetchL2(const uint8_t* p) { __builtin_prefetch(p, 0, 2); }
 template <int64_t kStep>
 HWY_INLINE void DecodeStreamPrefetch(const uint8_t* stream, int64_t at_step, int64_t near, int64_t far) {
+  static_assert(kStep % 64 == 0 || 64 % kStep == 0, "a step of whole lines or a line of whole steps");
   const uint8_t* at = stream + at_step * kStep;
   if constexpr (kStep >= 64) {
     for (int64_t off = 0; off < kStep; off += 64) {
