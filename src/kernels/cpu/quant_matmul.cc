@@ -177,8 +177,9 @@ HWY_INLINE void PrefetchSpan(const uint8_t* p) {
 // -n 64 -r 2` with a throwaway switch: 4 KB over 1 KB 1.10x at two threads
 // (5 of 6 rounds won) and 1.09x at one (6 of 6); its Q4_K_M GGUF (the block
 // kinds, bound by their arithmetic) unchanged; 8 KB no better than 4 (three
-// rounds, llama-1b and the 12-layer qwen3.6 MoE). A per-machine choice from
-// `ork calibrate` would fit both; not built.
+// rounds, llama-1b and the 12-layer qwen3.6 MoE). Those requests went into
+// L1; since session 52 this distance's go into L2 and a nearer one's into
+// L1 (DecodeStreamPrefetch), which on a Zen 4 beat both all-L1 distances.
 constexpr int64_t kFarPrefetchBytes = 4096;
 
 // The offset kinds' decode (DecodeFar, DecodeFar4) reads R streams a
