@@ -29,6 +29,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/targets.h"
 #include "kernels/ref/quant_matmul.h"
 #include "quant/block_header.h"
@@ -163,67 +164,6 @@ void PanelActs(const int8_t* src, int n, int64_t k, int8_t* dst, int valid = -1)
 template <int64_t kBytes>
 HWY_INLINE void PrefetchSpan(const uint8_t* p) {
   for (int64_t off = 0; off < kBytes; off += 64) hwy::Prefetch(p + off);
-}
-
-// How far ahead of its reads each of decode's streams prefetches (plane 0;
-// plane 1 as many rows ahead): a fixed distance, not one row, which is
-// less for long rows and several rows for short ones. It has to cover a
-// core's share of the bandwidth times the memory latency, so it grows with
-// the machine: on the AVX2 machine of e7031db (about 20 GB/s) 1 KB won (A/B
-// over whole decoded tokens, alternating rounds: the qwen3moe shape
-// 1.01-1.07x over one row, llama-1b 1.036x; 2-4 KB a little less), but on
-// a Zen 5 (70-80 GB/s for two cores) 1 KB left decode at 0.63 of the probe.
-// There, llama-1b's default pack, six alternating rounds of `ork bench -p 0
-// -n 64 -r 2` with a throwaway switch: 4 KB over 1 KB 1.10x at two threads
-// (5 of 6 rounds won) and 1.09x at one (6 of 6); its Q4_K_M GGUF (the block
-// kinds, bound by their arithmetic) unchanged; 8 KB no better than 4 (three
-// rounds, llama-1b and the 12-layer qwen3.6 MoE). Those requests went into
-// L1; since session 52 this distance's go into L2 and a nearer one's into
-// L1 (DecodeStreamPrefetch), which on a Zen 4 beat both all-L1 distances.
-constexpr int64_t kFarPrefetchBytes = 4096;
-
-// The offset kinds' decode (DecodeFar, DecodeFar4) reads R streams a
-// thread and splits two windows of prefetches between them: each stream
-// kDecodeWindowBytes / R ahead into L2, and kDecodeNearBytes / R ahead into
-// L1 (DecodeStreamPrefetch).
-constexpr int64_t kDecodeWindowBytes = 2 * kFarPrefetchBytes;
-constexpr int64_t kDecodeNearBytes = 2048;
-
-// One step of a decode stream's prefetches, at most one a cache line: each
-// line is asked for twice, first far ahead into L2 and later near ahead
-// into L1. The far request covers the memory latency (the hardware's
-// prefetchers stop at every 4 KiB page and start late on a new row); the
-// near one brings the line to L1 just before its loads. All of it into L1
-// was how it stood until session 52, tuned on a Zen 5, and on a Zen 4 it
-// lost to no prefetch at all. A likely cause, not proven: four streams of
-// one matrix a quarter apart often sit at the same offset in a 4 KiB page
-// and so in the same L1 sets, 2 KB ahead each is 32 lines a stream in
-// flight, and an 8-way L1 (Zen 4) drops lines before they are read where a
-// 12-way one (Zen 5) keeps them.
-// Session 52, Zen 4 (AVX3_VNNI, KVM), BM_DecodeLoops/BM_ExpertLoops modes
-// alternated pass by pass in one process, twenty rounds, each pass over a
-// plain read's time beside it: all into L1 at 2 KB a stream 0.82 (experts)
-// / 0.90 (dense); no prefetch 0.89 / 0.97; into L1 at 512 B 0.95 / 0.99;
-// all into L2 at 2 KB 0.94 / 0.97; both (this) 0.98 / 1.00. Whole tokens
-// in docs/BENCHMARKS.md 10.17.
-HWY_INLINE void PrefetchL2(const uint8_t* p) { __builtin_prefetch(p, 0, 2); }
-template <int64_t kStep>
-HWY_INLINE void DecodeStreamPrefetch(const uint8_t* stream, int64_t at_step, int64_t near, int64_t far) {
-  static_assert(kStep % 64 == 0 || 64 % kStep == 0, "a step of whole lines or a line of whole steps");
-  const uint8_t* at = stream + at_step * kStep;
-  if constexpr (kStep >= 64) {
-    for (int64_t off = 0; off < kStep; off += 64) {
-      hwy::Prefetch(at + near + off);
-      PrefetchL2(at + far + off);
-    }
-  } else {
-    // A line is 64 / kStep steps: its near request on the first, its far
-    // one half way.
-    constexpr int64_t kPerLine = 64 / kStep;
-    const int64_t phase = at_step % kPerLine;
-    if (phase == 0) hwy::Prefetch(at + near);
-    if (phase == kPerLine / 2) PrefetchL2(at + far);
-  }
 }
 
 // How far ahead a tile of at most four tokens prefetches its successors'
