@@ -205,7 +205,9 @@ HWY_INLINE void Q4kDecode512(const BlockRows<K, R>& rows, const Decode512Acts& a
   for (int64_t sb = 0; sb < superblocks; ++sb) {
     for (int r = 0; r < R; ++r) {
       DecodeStreamPrefetch<128>(rows.row0[r], sb, kDecodeNearBytes / R, kDecodeWindowBytes / R);
-      if (K == CodeKind::kQ5k) DecodeStreamPrefetch<32>(rows.row1[r], sb, kDecodeNearBytes / R / 4, kDecodeWindowBytes / R / 4);
+      if constexpr (K == CodeKind::kQ5k) {  // its bit plane, a quarter of the codes' bytes
+        DecodeStreamPrefetch<32>(rows.row1[r], sb, kDecodeNearBytes / R / 4, kDecodeWindowBytes / R / 4);
+      }
       if ((sb * kQ4kHeaderBytes) % 64 < kQ4kHeaderBytes) hwy::Prefetch(rows.headers[r] + rows.b1 + sb * kQ4kHeaderBytes);
     }
     const int8_t* p = a.panel + sb * 256;
