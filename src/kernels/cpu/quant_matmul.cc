@@ -232,6 +232,19 @@ HWY_INLINE void TileSums(const QuantWeights& w, const int8_t* panel, int64_t r0,
   // instruction per vector leaves its latency the bound unless two chains
   // per token run side by side (integer sums, so the order changes nothing).
   VI32 acc1[R][T];
+  // i4 with x86's vpdpbusd, one token: a byte's high nibble stays in place
+  // (b & 0xF0, sixteen times the code) instead of shifted down and masked,
+  // and acc1's sum, a multiple of 16, comes down once at the end: one
+  // instruction a vector fewer. vpdpbusd multiplies full unsigned bytes and
+  // sums into int32 without saturating (|lane| <= 4 * 240 * 128 a step, so
+  // rows below a million weights), so the integers are the same. Not for
+  // the int16 pairs (240 * 127 * 2 saturates) nor ARM's sdot (signed
+  // bytes). Its effect is where one core reads from memory: session 53, a
+  // Zen 4, one thread, the kernel bench's decode stacks against a plain
+  // read of the same loops, five alternated runs of eight rounds each:
+  // dense 0.780 -> 0.838 of the plain read (median), experts 0.767 ->
+  // 0.796; in L2 no change. Whole tokens in docs/BENCHMARKS.md 10.18.
+  constexpr bool kHighInPlace = kDot && K == CodeKind::kI4 && T == 1 && ORK_X86_DOT;
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) acc[r][t] = acc1[r][t] = hn::Zero(d32);
   }
@@ -285,7 +298,16 @@ HWY_INLINE void TileSums(const QuantWeights& w, const int8_t* panel, int64_t r0,
       return;
     }
     typename C::V c0[R], c1[R];
-    for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
+    if constexpr (kHighInPlace) {
+      const DU8 du;
+      for (int r = 0; r < R; ++r) {
+        const auto b = hn::LoadU(du, row0[r] + g * 16);
+        c0[r] = hn::And(b, hn::Set(du, 0x0F));
+        c1[r] = hn::And(b, hn::Set(du, 0xF0));  // 16 x the high code
+      }
+    } else {
+      for (int r = 0; r < R; ++r) C::LoadStep(row0[r], row1[r], g, c0[r], c1[r]);
+    }
     if constexpr (T == 1) {
       // Decode: every row's first half, then every row's second. Token by
       // token (the same order for one token, rows interleaved by half) made
@@ -334,7 +356,9 @@ HWY_INLINE void TileSums(const QuantWeights& w, const int8_t* panel, int64_t r0,
   }
   if constexpr (kDot) {
     for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) acc[r][t] = hn::Add(acc[r][t], acc1[r][t]);
+      for (int t = 0; t < T; ++t) {
+        acc[r][t] = hn::Add(acc[r][t], kHighInPlace ? hn::ShiftRight<4>(acc1[r][t]) : acc1[r][t]);  // exact
+      }
     }
   }
   if constexpr (kStepGroups == 2) {
