@@ -52,7 +52,9 @@ constexpr int64_t kDecodeNearBytes = 2048;
 // in docs/BENCHMARKS.md 10.17.
 inline void PrefetchL1(const uint8_t* p) { __builtin_prefetch(p, 0, 3); }
 inline void PrefetchL2(const uint8_t* p) { __builtin_prefetch(p, 0, 2); }
-template <int64_t kStep>
+// kPhase: the step's place in its cache line where the caller knows it at
+// compile time (TileSums' steps a line at a time), else -1: from at_step.
+template <int64_t kStep, int kPhase = -1>
 inline void DecodeStreamPrefetch(const uint8_t* stream, int64_t at_step, int64_t near, int64_t far) {
   static_assert(kStep % 64 == 0 || 64 % kStep == 0, "a step of whole lines or a line of whole steps");
   const uint8_t* at = stream + at_step * kStep;
@@ -65,7 +67,7 @@ inline void DecodeStreamPrefetch(const uint8_t* stream, int64_t at_step, int64_t
     // A line is 64 / kStep steps: its near request on the first, its far
     // one half way.
     constexpr int64_t kPerLine = 64 / kStep;
-    const int64_t phase = at_step % kPerLine;
+    const int64_t phase = kPhase >= 0 ? kPhase : at_step % kPerLine;
     if (phase == 0) PrefetchL1(at + near);
     if (phase == kPerLine / 2) PrefetchL2(at + far);
   }

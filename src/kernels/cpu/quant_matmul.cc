@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/decode_prefetch.h"
@@ -267,10 +268,10 @@ HWY_INLINE void TileSums(const QuantWeights& w, const int8_t* panel, int64_t r0,
   // int16 sums went to the stack, each step a store and a reload in their
   // chains (Zen 3, one core, BM_QuantMatmul i4 M = 64, K = 2048, best of
   // three interleaved rounds: 743 -> 587 us).
-  auto run_step = [&](int64_t at_step, auto&& mac) HWY_ATTR {
+  auto run_step = [&](int64_t at_step, auto&& mac, auto phase) HWY_ATTR {
     if constexpr (kFar) {
       for (int r = 0; r < R; ++r) {
-        DecodeStreamPrefetch<step0>(row0[r], at_step, near0, far0);
+        DecodeStreamPrefetch<step0, decltype(phase)::value>(row0[r], at_step, near0, far0);
         if constexpr (step1 > 0) DecodeStreamPrefetch<step1>(row1[r], at_step, near1, far1);
       }
     } else {
@@ -337,21 +338,40 @@ HWY_INLINE void TileSums(const QuantWeights& w, const int8_t* panel, int64_t r0,
       }
       for (int j = 0; j < block; ++j) {
         run_step(step + j,
-                 [&](int r, int t, int, auto c, VI8 av) HWY_ATTR { sum[r][t] = hn::Add(sum[r][t], C::Pairs(c, av)); });
+                 [&](int r, int t, int, auto c, VI8 av) HWY_ATTR { sum[r][t] = hn::Add(sum[r][t], C::Pairs(c, av)); },
+                 std::integral_constant<int, -1>());
       }
       for (int r = 0; r < R; ++r) {
         for (int t = 0; t < T; ++t) acc[r][t] = WidenAdd(sum[r][t], acc[r][t]);
       }
     } else {
-      for (int j = 0; j < block; ++j) {
-        run_step(step + j, [&](int r, int t, int half, auto c, VI8 av) HWY_ATTR {
-          if (kDot && half == 1) {
-            acc1[r][t] = MacInto<C, kDot>(c, av, acc1[r][t]);
-          } else {
-            acc[r][t] = MacInto<C, kDot>(c, av, acc[r][t]);
-          }
-        });
+      auto mac = [&](int r, int t, int half, auto c, VI8 av) HWY_ATTR {
+        if (kDot && half == 1) {
+          acc1[r][t] = MacInto<C, kDot>(c, av, acc1[r][t]);
+        } else {
+          acc[r][t] = MacInto<C, kDot>(c, av, acc[r][t]);
+        }
+      };
+      if constexpr (kFar && step0 < 64) {
+        // Decode: a cache line's steps at once, each with its place in the
+        // line known to the compiler, so the line's prefetches go without a
+        // branch a step (DecodeStreamPrefetch). Steps come a line at a
+        // time from the row's start, so `step` is each line's first.
+        // Session 53, a Zen 4, one thread, the kernel bench's decode
+        // stacks over a plain read of the same loops, three or four
+        // alternated runs of eight rounds, i4: experts 0.79-0.84 -> 0.87-0.93
+        // of the plain read, dense 0.84-0.87 -> 0.91-1.01; whole tokens in
+        // docs/BENCHMARKS.md 10.18.
+        constexpr int kPerLine = static_cast<int>(64 / step0);
+        if (step + kPerLine <= steps) {
+          [&]<int... kPhase>(std::integer_sequence<int, kPhase...>) HWY_ATTR {
+            (run_step(step + kPhase, mac, std::integral_constant<int, kPhase>()), ...);
+          }(std::make_integer_sequence<int, kPerLine>());
+          step += kPerLine - 1;
+          continue;
+        }
       }
+      for (int j = 0; j < block; ++j) run_step(step + j, mac, std::integral_constant<int, -1>());
     }
   }
   if constexpr (kDot) {
