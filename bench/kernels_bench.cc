@@ -16,6 +16,7 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -334,29 +335,38 @@ struct DecodeStack {
   }
 };
 
-// Arg: 0 the GEMV kernel, 1 a plain read; plus 2 for every even group
-// alone, 4 for every odd one (the experts' gate/up loops, their downs).
-void RunDecodeLoops(benchmark::State& state, DecodeStack& s) {
-  const bool plain = state.range(0) % 2 == 1;
-  const int only = static_cast<int>(state.range(0) / 2);  // 0 every group, 1 the even ones, 2 the odd
-  auto runs = [&](size_t g) { return only == 0 || static_cast<int>(g % 2) == only - 1; };
-  uint64_t bytes = 0;
-  for (size_t g = 0; g < s.groups.size(); ++g) {
-    if (!runs(g)) continue;
-    for (size_t m : s.groups[g]) bytes += static_cast<uint64_t>(s.mats[m].rows * s.mats[m].k / 2);
-  }
-  ThreadPool& pool = ThreadPool::global();
-  // Each matrix of a loop writes its own rows of y, as the engine's jobs
-  // do (one y shared by all of them had the threads writing the same lines).
-  size_t most_rows = 0;
-  for (const auto& group : s.groups) {
-    size_t rows = 0;
-    for (size_t m : group) rows += static_cast<size_t>(s.mats[m].rows + 3) / 4 * 4;
-    most_rows = std::max(most_rows, rows);
-  }
-  std::vector<float> y(most_rows);
+// One pass of a stack's loops (those `runs` takes), as the engine's decode
+// runs them: each loop's matrices split between the pool's threads in
+// blocks of four rows; `plain`: a plain read of the same bytes in the same
+// loops instead of the GEMV. Each matrix of a loop writes its own rows of
+// y, as the engine's jobs do (one y shared by all of them had the threads
+// writing the same lines).
+struct DecodePass {
+  DecodeStack& s;
+  std::vector<float> y;
   std::atomic<uint64_t> sink{0};
-  for (auto _ : state) {
+
+  explicit DecodePass(DecodeStack& stack) : s(stack) {
+    size_t most_rows = 0;
+    for (const auto& group : s.groups) {
+      size_t rows = 0;
+      for (size_t m : group) rows += static_cast<size_t>(s.mats[m].rows + 3) / 4 * 4;
+      most_rows = std::max(most_rows, rows);
+    }
+    y.resize(most_rows);
+  }
+  template <class Runs>
+  uint64_t bytes(const Runs& runs) const {
+    uint64_t total = 0;
+    for (size_t g = 0; g < s.groups.size(); ++g) {
+      if (!runs(g)) continue;
+      for (size_t m : s.groups[g]) total += static_cast<uint64_t>(s.mats[m].rows * s.mats[m].k / 2);
+    }
+    return total;
+  }
+  template <class Runs>
+  void run(bool plain, const Runs& runs) {
+    ThreadPool& pool = ThreadPool::global();
     for (size_t g = 0; g < s.groups.size(); ++g) {
       if (!runs(g)) continue;
       const auto& group = s.groups[g];
@@ -384,8 +394,19 @@ void RunDecodeLoops(benchmark::State& state, DecodeStack& s) {
     }
     benchmark::DoNotOptimize(y.data());
   }
-  benchmark::DoNotOptimize(sink.load());
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+};
+
+// Arg: 0 the GEMV kernel, 1 a plain read; plus 2 for every even group
+// alone, 4 for every odd one (the experts' gate/up loops, their downs).
+void RunDecodeLoops(benchmark::State& state, DecodeStack& s) {
+  const bool plain = state.range(0) % 2 == 1;
+  const int only = static_cast<int>(state.range(0) / 2);  // 0 every group, 1 the even ones, 2 the odd
+  auto runs = [&](size_t g) { return only == 0 || static_cast<int>(g % 2) == only - 1; };
+  DecodePass pass(s);
+  for (auto _ : state) pass.run(plain, runs);
+  benchmark::DoNotOptimize(pass.sink.load());
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(pass.bytes(runs)) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   static const char* const kWhat[] = {"", ", even groups (gate/up)", ", odd groups (down)"};
   state.SetLabel(std::string(plain ? "plain read, same loops" : "i4 GEMV") + kWhat[only]);
 }
@@ -464,6 +485,49 @@ BENCHMARK(BM_ScatteredRead)
 // The experts: every loop, then the gate/up loops alone, then the downs alone.
 void BM_ExpertLoops(benchmark::State& state) { RunDecodeLoops(state, DecodeStack::experts()); }
 BENCHMARK(BM_ExpertLoops)->DenseRange(0, 5)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The GEMV over a plain read of the same loops, pass by pass: each
+// iteration one pass of each, back to back, and the ratio of their times
+// (the plain read's over the GEMV's). A machine whose bandwidth drifts
+// with its neighbours (a VM's read bandwidth swung 26-62 GB/s within an
+// hour in session 52) moves both passes of an iteration alike, so the
+// ratios' median holds where BM_DecodeLoops' and BM_ExpertLoops' GB/s,
+// minutes apart, do not: two binaries or two settings are compared by
+// their medians here, run alternately. Counters: the median ratio and its
+// quartiles, and both passes' median GB/s.
+void RunDecodeOverPlain(benchmark::State& state, DecodeStack& s) {
+  auto every = [](size_t) { return true; };
+  DecodePass pass(s);
+  const double bytes = static_cast<double>(pass.bytes(every));
+  std::vector<double> ratio, gemv, plain;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pass.run(true, every);
+    const auto t1 = std::chrono::steady_clock::now();
+    pass.run(false, every);
+    const auto t2 = std::chrono::steady_clock::now();
+    const double plain_s = std::chrono::duration<double>(t1 - t0).count();
+    const double gemv_s = std::chrono::duration<double>(t2 - t1).count();
+    ratio.push_back(plain_s / gemv_s);
+    plain.push_back(bytes / plain_s * 1e-9);
+    gemv.push_back(bytes / gemv_s * 1e-9);
+  }
+  benchmark::DoNotOptimize(pass.sink.load());
+  auto quantile = [](std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+  };
+  state.counters["of_plain"] = quantile(ratio, 0.5);
+  state.counters["q1"] = quantile(ratio, 0.25);
+  state.counters["q3"] = quantile(ratio, 0.75);
+  state.counters["gemv_GB/s"] = quantile(gemv, 0.5);
+  state.counters["plain_GB/s"] = quantile(plain, 0.5);
+  state.SetLabel("i4 GEMV over a plain read of the same loops, pass by pass");
+}
+void BM_DecodeOverPlain(benchmark::State& state) { RunDecodeOverPlain(state, DecodeStack::llama()); }
+BENCHMARK(BM_DecodeOverPlain)->Iterations(24)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_ExpertsOverPlain(benchmark::State& state) { RunDecodeOverPlain(state, DecodeStack::experts()); }
+BENCHMARK(BM_ExpertsOverPlain)->Iterations(24)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 #if defined(__x86_64__)
 // The int8 multiply ceiling of one core: 12 independent chains of
