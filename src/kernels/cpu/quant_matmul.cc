@@ -358,10 +358,11 @@ HWY_INLINE void TileSums(const QuantWeights& w, const int8_t* panel, int64_t r0,
         // branch a step (DecodeStreamPrefetch). Steps come a line at a
         // time from the row's start, so `step` is each line's first.
         // Session 53, a Zen 4, one thread, the kernel bench's decode
-        // stacks over a plain read of the same loops, three or four
-        // alternated runs of eight rounds, i4: experts 0.79-0.84 -> 0.87-0.93
-        // of the plain read, dense 0.84-0.87 -> 0.91-1.01; whole tokens in
-        // docs/BENCHMARKS.md 10.18.
+        // stacks over a plain read of the same loops (BM_DecodeOverPlain,
+        // BM_ExpertsOverPlain), four alternated runs, i4: experts 0.81-0.83
+        // -> 0.88-0.91 of the plain read, dense 0.83-0.86 -> 0.94-0.95;
+        // whole tokens in docs/BENCHMARKS.md 10.18.
+        static_assert(kBlock == 1, "the loop's steps one by one here: a line's take its place");
         constexpr int kPerLine = static_cast<int>(64 / step0);
         if (step + kPerLine <= steps) {
           [&]<int... kPhase>(std::integer_sequence<int, kPhase...>) HWY_ATTR {
