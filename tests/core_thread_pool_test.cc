@@ -99,6 +99,27 @@ TEST(ThreadPool, SmallWorkStaysOnTheCaller) {
   EXPECT_EQ(elsewhere.load(), 0);
 }
 
+// With timing on, every loop's time counts, the lead's not: a loop split
+// over threads, one too small to split, and any loop of a pool of one (a
+// one-thread profile had shown no time in loops at all).
+TEST(ThreadPool, TimingCountsEveryLoopButNotItsLead) {
+  auto sleep_ms = [](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    pool.set_timing(true);
+    pool.run(1, [&](int64_t, int64_t) { sleep_ms(20); }, 1, ThreadPool::Schedule::kStatic, [&] { sleep_ms(200); });
+    EXPECT_GE(pool.loop_seconds(), 0.019) << threads << " threads, one item";
+    EXPECT_LT(pool.loop_seconds(), 0.15) << threads << " threads, one item: the lead counted";
+    const double before = pool.loop_seconds();
+    pool.run(8, [&](int64_t b, int64_t e) { sleep_ms(static_cast<int>(5 * (e - b))); });
+    EXPECT_GE(pool.loop_seconds() - before, 0.019) << threads << " threads, eight items";
+    pool.set_timing(false);
+    const double off = pool.loop_seconds();
+    pool.run(1, [&](int64_t, int64_t) { sleep_ms(5); });
+    EXPECT_EQ(pool.loop_seconds(), off) << "timing off";
+  }
+}
+
 // The lead runs once on the calling thread, whatever the size of the loop
 // and the pool; with the shared schedule the others meanwhile take the
 // items, so a long lead leaves its thread few of them.

@@ -137,7 +137,9 @@ void ThreadPool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
   const int slices = static_cast<int>(std::min<int64_t>(size(), by_work));
   if (slices <= 1) {
     if (lead) lead();
+    const auto t0 = timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     fn(0, n);
+    if (timing_) loop_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return;
   }
   fn_ = &fn;

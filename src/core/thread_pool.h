@@ -51,9 +51,11 @@ class ThreadPool {
   void run(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn, int64_t min_per_thread = 1,
            Schedule schedule = Schedule::kStatic, const std::function<void()>& lead = nullptr);
 
-  // Off by default: while on, run() adds the wall time of each loop it
-  // splits over threads (from the lead's end to the join) to loop_seconds(),
-  // which profiles use to tell parallel time from time on one thread.
+  // Off by default: while on, run() adds the wall time of each loop (from
+  // the lead's end to the join; a loop too small to split, or any loop of a
+  // pool of one, from the lead's end to its end on the caller) to
+  // loop_seconds(), which profiles use to tell the loops' time from the
+  // serial work between them - on one thread too.
   void set_timing(bool on) { timing_ = on; }
   double loop_seconds() const { return loop_seconds_; }
 

@@ -137,7 +137,7 @@ class Context {
   const MoeStats& moe_stats() const { return moe_stats_; }
 
   // Where evaluation's time goes, phase by phase of the forward pass: wall
-  // time, the part of it inside the pool's parallel loops (the rest ran on
+  // time, the part of it inside the pool's loops (the rest: serial work on
   // one thread while the others waited or were not needed), and the weight
   // and KV-cache bytes each phase read. Made for decode (`ork bench
   // --profile`); in a batch every expert counts under kExpertsDown.

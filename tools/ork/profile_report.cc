@@ -24,7 +24,7 @@ void print_profile(std::FILE* out, const Context::Profile& profile, double probe
   const auto tokens = static_cast<double>(profile.tokens);
   std::fprintf(out,
                "%-16s %llu tokens; per token, phase by phase (loops: the share of the phase's time in the\n"
-               "                 pool's parallel loops; GB/s: the phase's bytes over its whole time)\n",
+               "                 pool's loops, the rest serial work; GB/s: the phase's bytes over its whole time)\n",
                title.c_str(), static_cast<unsigned long long>(profile.tokens));
   std::fprintf(out, "  %-22s %9s %7s %7s %10s %8s%s\n", "phase", "us/token", "share", "loops", "MB/token", "GB/s",
                probe_gbps > 0 ? "  of probe" : "");
