@@ -8,29 +8,28 @@
 
 namespace ork::cpu {
 
-// How far ahead of its reads each of decode's streams prefetches (plane 0;
-// plane 1 as many rows ahead): a fixed distance, not one row, which is
-// less for long rows and several rows for short ones. It has to cover a
-// core's share of the bandwidth times the memory latency, so it grows with
-// the machine: on the AVX2 machine of e7031db (about 20 GB/s) 1 KB won (A/B
-// over whole decoded tokens, alternating rounds: the qwen3moe shape
-// 1.01-1.07x over one row, llama-1b 1.036x; 2-4 KB a little less), but on
-// a Zen 5 (70-80 GB/s for two cores) 1 KB left decode at 0.63 of the probe.
-// There, llama-1b's default pack, six alternating rounds of `ork bench -p 0
-// -n 64 -r 2` with a throwaway switch: 4 KB over 1 KB 1.10x at two threads
-// (5 of 6 rounds won) and 1.09x at one (6 of 6); its Q4_K_M GGUF (the block
-// kinds, bound by their arithmetic) unchanged; 8 KB no better than 4 (three
-// rounds, llama-1b and the 12-layer qwen3.6 MoE). Those requests went into
-// L1; since session 52 this distance's go into L2 and a nearer one's into
-// L1 (DecodeStreamPrefetch), which on a Zen 4 beat both all-L1 distances.
-constexpr int64_t kFarPrefetchBytes = 4096;
-
 // Decode's kernels read R streams a thread (quant_matmul.cc's DecodeFar and
 // DecodeFar4, the block kinds' decode tiles, float_ops.cc's float rows) and
 // split two windows of prefetches between them: each stream
 // kDecodeWindowBytes / R ahead into L2, and kDecodeNearBytes / R ahead into
-// L1 (DecodeStreamPrefetch).
-constexpr int64_t kDecodeWindowBytes = 2 * kFarPrefetchBytes;
+// L1 (DecodeStreamPrefetch). The far window is a fixed distance, not a
+// row, which is less for long rows and several rows for short ones (plane
+// 1 goes as many rows ahead as plane 0). It has to cover a core's share of
+// the bandwidth times the memory latency, so it grows with the machine,
+// and it was tuned per stream with two streams a thread: on the AVX2
+// machine of e7031db (about 20 GB/s) 1 KB a stream won (A/B over whole
+// decoded tokens, alternating rounds: the qwen3moe shape 1.01-1.07x over
+// one row, llama-1b 1.036x; 2-4 KB a little less), but on a Zen 5 (70-80
+// GB/s for two cores) 1 KB left decode at 0.63 of the probe. There,
+// llama-1b's default pack, six alternating rounds of `ork bench -p 0 -n 64
+// -r 2` with a throwaway switch: 4 KB over 1 KB 1.10x at two threads (5 of
+// 6 rounds won) and 1.09x at one (6 of 6); its Q4_K_M GGUF (the block
+// kinds, bound by their arithmetic) unchanged; 8 KB no better than 4 (three
+// rounds, llama-1b and the 12-layer qwen3.6 MoE). Four streams split the
+// window (session 41: 4 KB each gained nothing, 2 KB each did). Those
+// requests went into L1; since session 52 the far ones go into L2 and
+// nearer ones into L1, which on a Zen 4 beat both all-L1 distances.
+constexpr int64_t kDecodeWindowBytes = 8192;  // 4 KB a stream of two, 2 KB of four
 constexpr int64_t kDecodeNearBytes = 2048;
 
 // One step of a decode stream's prefetches, at most one a cache line: each
