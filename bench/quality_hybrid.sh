@@ -8,7 +8,13 @@
 # ork reads each file as llama.cpp does, not what the types are worth.
 # docs/QUALITY.md section 7.
 #
-# Usage: [MODELS="lfm2 qwen35"] bench/quality_hybrid.sh [ORK] [OUT_DIR]
+# PACKS=1 adds ork's own packs of each model beside its Q4_0, all scored by
+# ork against its F32 run: uniform i4 packed from the Q4_0 GGUF (the recipe
+# of issue 19's speed figures, docs/BENCHMARKS.md 10.7-10.19), uniform i4
+# and the default plan packed from the F32 model. Same caveat: on random
+# weights, not what the recipes are worth on a trained model.
+#
+# Usage: [MODELS="lfm2 qwen35"] [PACKS=1] bench/quality_hybrid.sh [ORK] [OUT_DIR]
 set -euo pipefail
 ORK=${1:-build/release/ork}
 OUT=${2:-/tmp/ork-quality-hybrid}
@@ -37,5 +43,31 @@ for m in ${MODELS:-lfm2 lfm2moe qwen35 qwen35moe}; do
     op=$(awk '/^PPL  /{print $2}' "$OUT/$m-$t.ork.log")
     ob=$(awk '/^PPL \(base\)/{print $3}' "$OUT/$m-$t.ork.log")
     printf "| %s | %s | %s | %s | %s | %s | %s | %s / %s |\n" "$m" "$t" "$peer.cpp" "$lk" "$ok" "$lt" "$ot" "$op" "$ob"
+  done
+done
+
+[ "${PACKS:-0}" = 1 ] || exit 0
+echo
+echo "| model | scored by ork against its F32 run | file bytes | KLD | same top-1 % | PPL / F32 PPL |"
+echo "|---|---|---|---|---|---|"
+for m in ${MODELS:-lfm2 lfm2moe qwen35 qwen35moe}; do
+  F32=$TD/hybrid/$m-f32.gguf
+  Q=$OUT/$m-Q4_0.gguf
+  "$ORK" pack "$Q" --uniform i4 --no-calibrate -o "$OUT/$m-q40-i4.orkpack" > /dev/null 2>&1
+  "$ORK" pack "$F32" --uniform i4 --no-calibrate -o "$OUT/$m-i4.orkpack" > /dev/null 2>&1
+  "$ORK" pack "$F32" -o "$OUT/$m-default.orkpack" > /dev/null 2>&1
+  for P in "$Q" "$OUT/$m-q40-i4.orkpack" "$OUT/$m-i4.orkpack" "$OUT/$m-default.orkpack"; do
+    case $P in
+      *-q40-i4.orkpack) what="uniform i4, packed from the Q4_0 GGUF" ;;
+      *-i4.orkpack) what="uniform i4, packed from F32" ;;
+      *-default.orkpack) what="default plan (4.5 bpw), packed from F32" ;;
+      *) what="the Q4_0 GGUF (llama.cpp's quantize), converted on load" ;;
+    esac
+    "$ORK" ppl -m "$P" --no-cache -f "$TEXT" -c 128 --ref "$F32" > "$OUT/$m.pack.log" 2>&1
+    ok=$(awk '/^Mean KLD/{print $3}' "$OUT/$m.pack.log")
+    ot=$(awk '/^Same top-1/{print $3}' "$OUT/$m.pack.log")
+    op=$(awk '/^PPL  /{print $2}' "$OUT/$m.pack.log")
+    ob=$(awk '/^PPL \(base\)/{print $3}' "$OUT/$m.pack.log")
+    printf "| %s | %s | %s | %s | %s | %s / %s |\n" "$m" "$what" "$(stat -c %s "$P")" "$ok" "$ot" "$op" "$ob"
   done
 done
