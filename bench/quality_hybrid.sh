@@ -24,6 +24,11 @@ mkdir -p "$OUT"
 TEXT=$OUT/text.txt
 head -c 60000 "$TD/fixtures/quality/wiki-200k.ts656k-filtered.txt" > "$TEXT"  # the fixtures' vocabulary is tinystories'
 echo "text: first 60000 bytes of fixtures/quality/wiki-200k.ts656k-filtered.txt, -c 128"
+# ork's score of PACK against its own run of F32: "KLD same-top-1 PPL F32-PPL" (its log in LOG).
+ork_score() {  # PACK F32 LOG
+  "$ORK" ppl -m "$1" --no-cache -f "$TEXT" -c 128 --ref "$2" > "$3" 2>&1
+  awk '/^Mean KLD/{k=$3} /^Same top-1/{t=$3} /^PPL  /{p=$2} /^PPL \(base\)/{b=$3} END{print k, t, p, b}' "$3"
+}
 echo "| model | type | peer | peer KLD | ork KLD | peer same top-1 % | ork same top-1 % | ork PPL / F32 PPL |"
 echo "|---|---|---|---|---|---|---|---|"
 for m in ${MODELS:-lfm2 lfm2moe qwen35 qwen35moe}; do
@@ -37,11 +42,7 @@ for m in ${MODELS:-lfm2 lfm2moe qwen35 qwen35moe}; do
       > "$OUT/$m-$t.llama.log" 2>&1
     lk=$(grep -a '^Mean    KLD:' "$OUT/$m-$t.llama.log" | awk '{print $3}')
     lt=$(grep -a '^Same top p:' "$OUT/$m-$t.llama.log" | awk '{print $4}')
-    "$ORK" ppl -m "$Q" --no-cache -f "$TEXT" -c 128 --ref "$F32" > "$OUT/$m-$t.ork.log" 2>&1
-    ok=$(awk '/^Mean KLD/{print $3}' "$OUT/$m-$t.ork.log")
-    ot=$(awk '/^Same top-1/{print $3}' "$OUT/$m-$t.ork.log")
-    op=$(awk '/^PPL  /{print $2}' "$OUT/$m-$t.ork.log")
-    ob=$(awk '/^PPL \(base\)/{print $3}' "$OUT/$m-$t.ork.log")
+    read -r ok ot op ob <<< "$(ork_score "$Q" "$F32" "$OUT/$m-$t.ork.log")"
     printf "| %s | %s | %s | %s | %s | %s | %s | %s / %s |\n" "$m" "$t" "$peer.cpp" "$lk" "$ok" "$lt" "$ot" "$op" "$ob"
   done
 done
@@ -63,11 +64,7 @@ for m in ${MODELS:-lfm2 lfm2moe qwen35 qwen35moe}; do
       *-default.orkpack) what="default plan (4.5 bpw), packed from F32" ;;
       *) what="the Q4_0 GGUF (llama.cpp's quantize), converted on load" ;;
     esac
-    "$ORK" ppl -m "$P" --no-cache -f "$TEXT" -c 128 --ref "$F32" > "$OUT/$m.pack.log" 2>&1
-    ok=$(awk '/^Mean KLD/{print $3}' "$OUT/$m.pack.log")
-    ot=$(awk '/^Same top-1/{print $3}' "$OUT/$m.pack.log")
-    op=$(awk '/^PPL  /{print $2}' "$OUT/$m.pack.log")
-    ob=$(awk '/^PPL \(base\)/{print $3}' "$OUT/$m.pack.log")
+    read -r ok ot op ob <<< "$(ork_score "$P" "$F32" "$OUT/$m.pack.log")"
     printf "| %s | %s | %s | %s | %s | %s / %s |\n" "$m" "$what" "$(stat -c %s "$P")" "$ok" "$ot" "$op" "$ob"
   done
 done
