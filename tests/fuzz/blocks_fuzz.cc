@@ -20,14 +20,15 @@
 #include "kernels/cpu/targets.h"
 #include "kernels/ref/quant_matmul.h"
 #include "quant/carry.h"
+#include "quant/tier.h"
 
 namespace {
 
 using namespace ork;
 
-[[noreturn]] void fail(const char* what, GgmlType type, int64_t at, double got, double want) {
-  std::fprintf(stderr, "%s: %s at %lld: %.9g, reference %.9g\n", what, std::string(ggml_type_name(type)).c_str(),
-               static_cast<long long>(at), got, want);
+[[noreturn]] void fail(const char* what, GgmlType type, int64_t at, double got, double want, double tolerance = 0) {
+  std::fprintf(stderr, "%s: %s at %lld: %.9g, reference %.9g (tolerance %.3g)\n", what,
+               std::string(ggml_type_name(type)).c_str(), static_cast<long long>(at), got, want, tolerance);
   std::abort();
 }
 
@@ -43,6 +44,26 @@ std::vector<float> activations(const uint8_t* data, size_t size, int n, int64_t 
     x[i] = (static_cast<float>(h % 2001) - 1000.0f) / 250.0f * (i % 61 == 0 ? 20.0f : 1.0f);
   }
   return x;
+}
+
+// The carried rows of `tt` (as `w` reads them), copied into `bytes` with
+// every code bit zero and the block headers kept: each weight becomes its
+// block's offset or min.
+QuantWeights zero_codes(const TierTensor& tt, const QuantWeights& w, std::vector<uint8_t>& bytes) {
+  const size_t size = static_cast<size_t>(tier_data_bytes(tt.tier, tt.rows, tt.k_stored));
+  bytes.assign(tt.data, tt.data + size);
+  const int64_t b0 = plane0_row_bytes(w.kind, w.k), b1 = plane1_row_bytes(w.kind, w.k);
+  const int64_t codes1 = block_kind(w.kind) ? block_headers_offset(w.kind, w.k) : b1;
+  uint8_t* p0 = bytes.data() + (w.p0 - tt.data);
+  uint8_t* p1 = w.p1 != nullptr ? bytes.data() + (w.p1 - tt.data) : nullptr;
+  for (int64_t r = 0; r < tt.rows; ++r) {
+    std::memset(p0 + r * b0, 0, static_cast<size_t>(b0));
+    if (p1 != nullptr) std::memset(p1 + r * b1, 0, static_cast<size_t>(codes1));
+  }
+  QuantWeights z = w;
+  z.p0 = p0;
+  z.p1 = p1;
+  return z;
 }
 
 void check_kernels(const TierTensor& tt, GgmlType type, const uint8_t* data, size_t size) {
@@ -64,19 +85,29 @@ void check_kernels(const TierTensor& tt, GgmlType type, const uint8_t* data, siz
     const int64_t rows = tt.rows;
     std::vector<float> want(static_cast<size_t>(n * rows));
     ref::quant_matmul(w, a, want.data(), rows, 0, rows);
-    // What rounding can move: the sum of |w * a| over a row.
+    // What rounding can move: the sum over a row of |w * a|, with each
+    // weight taken as its two terms, w = w0 + (w - w0), w0 the weight its
+    // block gives a code of all zero bits (the offset, or the block's min):
+    // the kernels and the reference sum the codes' products and the
+    // offsets' (or mins') separately, and the two can cancel far below
+    // either (a Q2_K block of the largest scales and mins: the sums 1.1e-5 of
+    // sum |w * a| apart, each right to rounding).
     std::vector<int8_t> bq;
     std::vector<float> bs;
     const int64_t block = act_block(w.kind);
     ref::block_acts(a, block, bq, bs);
-    std::vector<float> row(static_cast<size_t>(k)), mag(want.size());
+    std::vector<uint8_t> zeroed;
+    const QuantWeights w0 = zero_codes(tt, w, zeroed);
+    std::vector<float> row(static_cast<size_t>(k)), row0(row.size()), mag(want.size());
     for (int64_t r = 0; r < rows; ++r) {
       ref::dequantize_codes_row(w, r, row.data());
+      ref::dequantize_codes_row(w0, r, row0.data());
       for (int t = 0; t < n; ++t) {
         double m = 0;
         for (int64_t j = 0; j < k; ++j) {
-          m += std::fabs(row[static_cast<size_t>(j)] * bq[static_cast<size_t>(t * k + j)] *
-                         bs[static_cast<size_t>(t * (k / block) + j / block)]);
+          const auto at = static_cast<size_t>(j);
+          const double terms = std::fabs(static_cast<double>(row[at]) - row0[at]) + std::fabs(row0[at]);
+          m += terms * std::fabs(bq[static_cast<size_t>(t * k + j)] * bs[static_cast<size_t>(t * (k / block) + j / block)]);
         }
         mag[static_cast<size_t>(t * rows + r)] = static_cast<float>(m);
       }
@@ -88,7 +119,7 @@ void check_kernels(const TierTensor& tt, GgmlType type, const uint8_t* data, siz
       for (size_t i = 0; i < want.size(); ++i) {
         const double tolerance = 1e-5 * mag[i] + 1e-30;
         if (!(std::fabs(static_cast<double>(got[i]) - want[i]) <= tolerance)) {
-          fail(cpu::target_name(target), type, static_cast<int64_t>(i), got[i], want[i]);
+          fail(cpu::target_name(target), type, static_cast<int64_t>(i), got[i], want[i], tolerance);
         }
       }
     }
