@@ -69,6 +69,25 @@ QuantWeights zero_codes(const TierTensor& tt, const QuantWeights& w, std::vector
 void check_kernels(const TierTensor& tt, GgmlType type, const uint8_t* data, size_t size) {
   const QuantWeights w = quant_weights(tt);
   const int64_t k = tt.k_stored;
+  const int64_t rows = tt.rows;
+  // What rounding can move, per weight: |w0| + |w - w0|, w0 the weight its
+  // block gives a code of all zero bits (the offset, or the block's min).
+  // The kernels and the reference sum the codes' products and the offsets'
+  // (or mins') separately, and the two can cancel far below either (a Q2_K
+  // block of the largest scales and mins: the sums 1.1e-5 of sum |w * a|
+  // apart, each right to rounding).
+  std::vector<uint8_t> zeroed;
+  const QuantWeights w0 = zero_codes(tt, w, zeroed);
+  std::vector<double> terms(static_cast<size_t>(rows * k));
+  std::vector<float> row(static_cast<size_t>(k)), row0(row.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    ref::dequantize_codes_row(w, r, row.data());
+    ref::dequantize_codes_row(w0, r, row0.data());
+    for (int64_t j = 0; j < k; ++j) {
+      const auto at = static_cast<size_t>(j);
+      terms[static_cast<size_t>(r * k + j)] = std::fabs(static_cast<double>(row[at]) - row0[at]) + std::fabs(row0[at]);
+    }
+  }
   for (int n : {1, 3}) {
     const std::vector<float> x = activations(data, size, n, k);
     std::vector<int8_t> q(x.size());
@@ -82,32 +101,20 @@ void check_kernels(const TierTensor& tt, GgmlType type, const uint8_t* data, siz
     a.k = k;
     a.n = n;
     a.f32 = x.data();
-    const int64_t rows = tt.rows;
     std::vector<float> want(static_cast<size_t>(n * rows));
     ref::quant_matmul(w, a, want.data(), rows, 0, rows);
-    // What rounding can move: the sum over a row of |w * a|, with each
-    // weight taken as its two terms, w = w0 + (w - w0), w0 the weight its
-    // block gives a code of all zero bits (the offset, or the block's min):
-    // the kernels and the reference sum the codes' products and the
-    // offsets' (or mins') separately, and the two can cancel far below
-    // either (a Q2_K block of the largest scales and mins: the sums 1.1e-5 of
-    // sum |w * a| apart, each right to rounding).
+    // Their sum over a row, each times its activation's magnitude.
     std::vector<int8_t> bq;
     std::vector<float> bs;
     const int64_t block = act_block(w.kind);
     ref::block_acts(a, block, bq, bs);
-    std::vector<uint8_t> zeroed;
-    const QuantWeights w0 = zero_codes(tt, w, zeroed);
-    std::vector<float> row(static_cast<size_t>(k)), row0(row.size()), mag(want.size());
+    std::vector<float> mag(want.size());
     for (int64_t r = 0; r < rows; ++r) {
-      ref::dequantize_codes_row(w, r, row.data());
-      ref::dequantize_codes_row(w0, r, row0.data());
       for (int t = 0; t < n; ++t) {
         double m = 0;
         for (int64_t j = 0; j < k; ++j) {
-          const auto at = static_cast<size_t>(j);
-          const double terms = std::fabs(static_cast<double>(row[at]) - row0[at]) + std::fabs(row0[at]);
-          m += terms * std::fabs(bq[static_cast<size_t>(t * k + j)] * bs[static_cast<size_t>(t * (k / block) + j / block)]);
+          m += terms[static_cast<size_t>(r * k + j)] *
+               std::fabs(bq[static_cast<size_t>(t * k + j)] * bs[static_cast<size_t>(t * (k / block) + j / block)]);
         }
         mag[static_cast<size_t>(t * rows + r)] = static_cast<float>(m);
       }
